@@ -1,0 +1,11 @@
+//! A fake Kubernetes API server and a fake ECR endpoint that behave like the real ones
+//! (see ../shared/reference/kube-api.md), for ecr-refresh's tests.
+//!
+//! Both serve plain HTTP on 127.0.0.1 from a background thread with its own tokio runtime,
+//! so tests drive them with a synchronous API and can run many side by side.
+
+pub mod ecr;
+pub mod kube;
+
+pub use ecr::{EcrFault, FakeEcr};
+pub use kube::{Fault, FakeCluster, FakeClusterBuilder, Recorded, Resource};
