@@ -1,1 +1,44 @@
-fn main() {}
+//! Wiring: logs, configuration, the run, the exit code.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+use std::str::FromStr;
+
+use ecr_refresh::config::{Config, LogFormat};
+use ecr_refresh::report::exit;
+use ecr_refresh::{logging, run};
+
+fn main() -> ExitCode {
+    // The format is needed before the configuration is parsed, so its errors are logged in it.
+    let format = std::env::var("ECR_REFRESH_LOG_FORMAT")
+        .ok()
+        .and_then(|v| LogFormat::from_str(v.trim()).ok())
+        .unwrap_or(LogFormat::Text);
+    logging::init(format);
+
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(e) => {
+            tracing::error!(error = %e, "invalid configuration: nothing was sent");
+            return ExitCode::from(exit::CONFIG);
+        }
+    };
+    // kube and aws-config each bring rustls; name the one provider both use.
+    if rustls::crypto::aws_lc_rs::default_provider()
+        .install_default()
+        .is_err()
+    {
+        tracing::debug!("a rustls crypto provider was already installed");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!(error = %e, "could not start the async runtime");
+            return ExitCode::from(exit::UNAVAILABLE);
+        }
+    };
+    ExitCode::from(runtime.block_on(run::run(&config, run::shutdown_signal(config.timeout))))
+}

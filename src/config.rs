@@ -1,0 +1,631 @@
+//! Configuration: read once from the environment into typed values.
+//!
+//! Every value is parsed here, so the rest of the code cannot hold an invalid one. A bad
+//! value, or an `ECR_REFRESH_*` variable we do not know, is an error naming the variable, the
+//! value and what is accepted; the run then sends no request.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::glob::Glob;
+use crate::names::{NamespaceName, SecretName, ServiceAccountName};
+use crate::registry::RegistryHost;
+
+const PREFIX: &str = "ECR_REFRESH_";
+
+/// Every variable the binary reads. An `ECR_REFRESH_*` variable not listed here is refused.
+pub const VARIABLES: &[&str] = &[
+    "ECR_REFRESH_SECRET_NAME",
+    "ECR_REFRESH_NAMESPACES",
+    "ECR_REFRESH_EXCLUDE_NAMESPACES",
+    "ECR_REFRESH_NAMESPACE_SELECTOR",
+    "ECR_REFRESH_REGISTRIES",
+    "ECR_REFRESH_DRY_RUN",
+    "ECR_REFRESH_CONCURRENCY",
+    "ECR_REFRESH_TIMEOUT",
+    "ECR_REFRESH_LOG_FORMAT",
+    "ECR_REFRESH_SERVICE_ACCOUNTS",
+    "ECR_REFRESH_VERIFY_LOGIN",
+    "ECR_REFRESH_TERMINATION_LOG",
+];
+
+/// Variables with our prefix that belong to the test suite, not the binary: tolerated so that
+/// a shell that exports them can still run the binary.
+const TEST_VARIABLES: &[&str] = &["ECR_REFRESH_E2E_KUBECONFIG"];
+
+const DEFAULT_SECRET_NAME: &str = "aws-ecr-token";
+const DEFAULT_CONCURRENCY: usize = 16;
+const MAX_CONCURRENCY: usize = 1024;
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
+
+/// A configuration error: the variable, the value given and what is accepted.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{variable}={value:?} is invalid: {accepted}")]
+    Invalid {
+        variable: &'static str,
+        value: String,
+        accepted: String,
+    },
+    #[error(
+        "{variable} is not a variable ecr-refresh knows{suggestion}; known variables: {known}",
+        suggestion = .suggestion.as_ref().map(|s| format!(" (did you mean {s}?)")).unwrap_or_default(),
+        known = VARIABLES.join(", ")
+    )]
+    Unknown {
+        variable: String,
+        suggestion: Option<&'static str>,
+    },
+    #[error("could not read the environment: {0}")]
+    Environment(String),
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "text" => Ok(Self::Text),
+            "json" => Ok(Self::Json),
+            _ => Err("must be 'text' or 'json'".into()),
+        }
+    }
+}
+
+/// Which namespaces a run covers, before the API server's label selector narrows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Include {
+    /// Every namespace the list returns.
+    All,
+    /// Only these names: no namespace LIST is needed (with no selector).
+    Names(Vec<NamespaceName>),
+    /// Names and globs, matched against the list.
+    Patterns(Vec<Glob>),
+}
+
+/// The namespace selection: what to include, what to take out, and the label selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    pub include: Include,
+    pub exclude: Vec<Glob>,
+    pub label_selector: Option<LabelSelector>,
+}
+
+impl Selection {
+    /// The literal names to visit when no LIST is needed, or None when the run must list.
+    pub fn literal_names(&self) -> Option<Vec<&NamespaceName>> {
+        match (&self.include, &self.label_selector) {
+            (Include::Names(names), None) => Some(
+                names
+                    .iter()
+                    .filter(|n| !self.exclude.iter().any(|g| g.matches(n.as_str())))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Whether a namespace the list returned is selected.
+    pub fn matches(&self, namespace: &str) -> bool {
+        let included = match &self.include {
+            Include::All => true,
+            Include::Names(names) => names.iter().any(|n| n.as_str() == namespace),
+            Include::Patterns(globs) => globs.iter().any(|g| g.matches(namespace)),
+        };
+        included && !self.exclude.iter().any(|g| g.matches(namespace))
+    }
+}
+
+/// A label selector, passed to the API server as it is, after a syntax check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelSelector(String);
+
+impl LabelSelector {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for LabelSelector {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let accepted = "must be a label selector like 'team=a,env!=prod,tier in (web,api),!legacy'";
+        for requirement in split_requirements(s) {
+            if !valid_requirement(requirement.trim()) {
+                return Err(format!(
+                    "{accepted} ('{}' is not a requirement)",
+                    requirement.trim()
+                ));
+            }
+        }
+        Ok(Self(s.trim().to_owned()))
+    }
+}
+
+/// Splits on commas outside parentheses.
+fn split_requirements(s: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+fn valid_requirement(r: &str) -> bool {
+    let is_key = |k: &str| {
+        let k = k.trim();
+        let name = k.rsplit('/').next().unwrap_or_default();
+        !name.is_empty()
+            && name.len() <= 63
+            && k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    };
+    let is_value = |v: &str| {
+        let v = v.trim();
+        v.len() <= 63
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    if let Some(key) = r.strip_prefix('!') {
+        return is_key(key);
+    }
+    for op in ["!=", "==", "="] {
+        if let Some((k, v)) = r.split_once(op) {
+            return is_key(k) && is_value(v);
+        }
+    }
+    for op in [" notin ", " in "] {
+        if let Some((k, set)) = r.split_once(op) {
+            let set = set.trim();
+            return is_key(k)
+                && set.starts_with('(')
+                && set.ends_with(')')
+                && set[1..set.len() - 1].split(',').all(is_value);
+        }
+    }
+    is_key(r) && !r.is_empty()
+}
+
+/// The run's whole configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub secret_name: SecretName,
+    pub selection: Selection,
+    /// Empty: the caller's own registry in the AWS region of the default chain.
+    pub registries: Vec<RegistryHost>,
+    pub dry_run: bool,
+    pub concurrency: usize,
+    pub timeout: Duration,
+    pub log_format: LogFormat,
+    pub service_accounts: Vec<ServiceAccountName>,
+    pub verify_login: bool,
+    pub termination_log: PathBuf,
+}
+
+/// The variables as envy reads them, before parsing.
+#[derive(Debug, Deserialize, Default)]
+struct Raw {
+    secret_name: Option<String>,
+    namespaces: Option<String>,
+    exclude_namespaces: Option<String>,
+    namespace_selector: Option<String>,
+    registries: Option<String>,
+    dry_run: Option<String>,
+    concurrency: Option<String>,
+    timeout: Option<String>,
+    log_format: Option<String>,
+    service_accounts: Option<String>,
+    verify_login: Option<String>,
+    termination_log: Option<String>,
+}
+
+impl Config {
+    /// Reads the configuration from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(std::env::vars())
+    }
+
+    /// Reads the configuration from these variables (the environment, or a test's).
+    pub fn from_vars(
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let vars: Vec<(String, String)> = vars.into_iter().collect();
+        if let Some(unknown) = vars.iter().map(|(k, _)| k).find(|k| {
+            k.starts_with(PREFIX)
+                && !VARIABLES.contains(&k.as_str())
+                && !TEST_VARIABLES.contains(&k.as_str())
+        }) {
+            return Err(ConfigError::Unknown {
+                variable: unknown.clone(),
+                suggestion: nearest(unknown),
+            });
+        }
+        // An empty value means the default, as an unset one does: manifests often carry `value: ""`.
+        let raw: Raw = envy::prefixed(PREFIX)
+            .from_iter(vars.into_iter().filter(|(_, v)| !v.trim().is_empty()))
+            .map_err(|e| ConfigError::Environment(e.to_string()))?;
+        Self::parse(raw)
+    }
+
+    fn parse(raw: Raw) -> Result<Self, ConfigError> {
+        let secret_name = parse_or(
+            "ECR_REFRESH_SECRET_NAME",
+            raw.secret_name,
+            SecretName::from_str,
+            || SecretName::from_str(DEFAULT_SECRET_NAME).expect("the default name is valid"),
+        )?;
+        let include = match raw.namespaces {
+            None => Include::All,
+            Some(v) => parse_include(&v)
+                .map_err(|accepted| invalid("ECR_REFRESH_NAMESPACES", &v, accepted))?,
+        };
+        let exclude = match raw.exclude_namespaces {
+            None => Vec::new(),
+            Some(v) => parse_list(&v, Glob::from_str)
+                .map_err(|accepted| invalid("ECR_REFRESH_EXCLUDE_NAMESPACES", &v, accepted))?,
+        };
+        let label_selector = parse_opt(
+            "ECR_REFRESH_NAMESPACE_SELECTOR",
+            raw.namespace_selector,
+            LabelSelector::from_str,
+        )?;
+        let registries = match raw.registries {
+            None => Vec::new(),
+            Some(v) => {
+                let mut hosts = parse_list(&v, RegistryHost::from_str)
+                    .map_err(|accepted| invalid("ECR_REFRESH_REGISTRIES", &v, accepted))?;
+                let mut seen = std::collections::HashSet::new();
+                hosts.retain(|h| seen.insert(h.host().to_owned()));
+                hosts
+            }
+        };
+        let dry_run = parse_or("ECR_REFRESH_DRY_RUN", raw.dry_run, parse_bool, || false)?;
+        let concurrency = parse_or(
+            "ECR_REFRESH_CONCURRENCY",
+            raw.concurrency,
+            parse_concurrency,
+            || DEFAULT_CONCURRENCY,
+        )?;
+        let timeout = parse_or("ECR_REFRESH_TIMEOUT", raw.timeout, parse_timeout, || {
+            DEFAULT_TIMEOUT
+        })?;
+        let log_format = parse_or(
+            "ECR_REFRESH_LOG_FORMAT",
+            raw.log_format,
+            LogFormat::from_str,
+            || LogFormat::Text,
+        )?;
+        let service_accounts = match raw.service_accounts {
+            None => Vec::new(),
+            Some(v) => parse_list(&v, ServiceAccountName::from_str)
+                .map_err(|accepted| invalid("ECR_REFRESH_SERVICE_ACCOUNTS", &v, accepted))?,
+        };
+        let verify_login = parse_or(
+            "ECR_REFRESH_VERIFY_LOGIN",
+            raw.verify_login,
+            parse_bool,
+            || false,
+        )?;
+        let termination_log = raw
+            .termination_log
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_TERMINATION_LOG));
+        Ok(Self {
+            secret_name,
+            selection: Selection {
+                include,
+                exclude,
+                label_selector,
+            },
+            registries,
+            dry_run,
+            concurrency,
+            timeout,
+            log_format,
+            service_accounts,
+            verify_login,
+            termination_log,
+        })
+    }
+}
+
+fn invalid(variable: &'static str, value: &str, accepted: String) -> ConfigError {
+    ConfigError::Invalid {
+        variable,
+        value: value.to_owned(),
+        accepted,
+    }
+}
+
+fn parse_or<T>(
+    variable: &'static str,
+    value: Option<String>,
+    parse: impl Fn(&str) -> Result<T, String>,
+    default: impl FnOnce() -> T,
+) -> Result<T, ConfigError> {
+    match value {
+        None => Ok(default()),
+        Some(v) => parse(v.trim()).map_err(|accepted| invalid(variable, &v, accepted)),
+    }
+}
+
+fn parse_opt<T>(
+    variable: &'static str,
+    value: Option<String>,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, ConfigError> {
+    value
+        .map(|v| parse(v.trim()).map_err(|accepted| invalid(variable, &v, accepted)))
+        .transpose()
+}
+
+/// A comma-separated list; blanks between commas are ignored, an empty list is refused.
+fn parse_list<T>(value: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    let items: Vec<T> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| parse(s).map_err(|e| format!("'{s}' {e}")))
+        .collect::<Result<_, _>>()?;
+    if items.is_empty() {
+        return Err("must hold at least one comma-separated entry".into());
+    }
+    Ok(items)
+}
+
+/// `all` (or `*`), or names and globs; literal names only allow the run to skip listing.
+fn parse_include(value: &str) -> Result<Include, String> {
+    if value.trim() == "all" {
+        return Ok(Include::All);
+    }
+    let globs = parse_list(value, Glob::from_str)?;
+    if globs.iter().any(|g| g.matches_everything()) {
+        return Ok(Include::All);
+    }
+    if globs.iter().all(Glob::is_literal) {
+        let names = globs
+            .iter()
+            .map(|g| NamespaceName::from_str(g.as_str()).map_err(|e| format!("'{g}' {e}")))
+            .collect::<Result<_, _>>()?;
+        return Ok(Include::Names(names));
+    }
+    Ok(Include::Patterns(globs))
+}
+
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err("must be 'true' or 'false'".into()),
+    }
+}
+
+fn parse_concurrency(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=MAX_CONCURRENCY).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "must be a whole number from 1 to {MAX_CONCURRENCY}"
+        )),
+    }
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
+        _ => Err("must be a duration of at least 1s, like '90s', '5m' or '1h'".into()),
+    }
+}
+
+/// The known variable closest to a misspelt one, if any is close.
+fn nearest(unknown: &str) -> Option<&'static str> {
+    VARIABLES
+        .iter()
+        .map(|known| (strsim::levenshtein(unknown, known), *known))
+        .filter(|(distance, _)| *distance <= 4)
+        .min()
+        .map(|(_, known)| known)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    }
+
+    fn error(vars: &[(&str, &str)]) -> String {
+        config(vars)
+            .expect_err("the configuration should be refused")
+            .to_string()
+    }
+
+    #[test]
+    fn defaults_apply_when_nothing_is_set() {
+        let c = config(&[("HOME", "/root")]).unwrap();
+        assert_eq!(c.secret_name.as_str(), "aws-ecr-token");
+        assert_eq!(c.selection.include, Include::All);
+        assert!(c.registries.is_empty());
+        assert!(!c.dry_run);
+        assert_eq!(c.concurrency, 16);
+        assert_eq!(c.timeout, Duration::from_secs(300));
+        assert_eq!(c.log_format, LogFormat::Text);
+        assert_eq!(c.termination_log, PathBuf::from("/dev/termination-log"));
+    }
+
+    #[test]
+    fn empty_values_mean_the_default() {
+        let c = config(&[
+            ("ECR_REFRESH_CONCURRENCY", ""),
+            ("ECR_REFRESH_NAMESPACES", " "),
+        ])
+        .unwrap();
+        assert_eq!(c.concurrency, 16);
+        assert_eq!(c.selection.include, Include::All);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable_the_value_and_what_is_accepted() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "ECR_REFRESH_CONCURRENCY",
+                "lots",
+                "must be a whole number from 1 to 1024",
+            ),
+            ("ECR_REFRESH_CONCURRENCY", "0", "from 1 to 1024"),
+            (
+                "ECR_REFRESH_TIMEOUT",
+                "5 minutes please",
+                "like '90s', '5m'",
+            ),
+            ("ECR_REFRESH_LOG_FORMAT", "yaml", "must be 'text' or 'json'"),
+            ("ECR_REFRESH_DRY_RUN", "maybe", "must be 'true' or 'false'"),
+            ("ECR_REFRESH_SECRET_NAME", "Bad_Name", "DNS subdomain"),
+            (
+                "ECR_REFRESH_REGISTRIES",
+                "docker.io",
+                "<account>.dkr.ecr.<region>.amazonaws.com",
+            ),
+            ("ECR_REFRESH_NAMESPACES", "team_a", "DNS label"),
+            (
+                "ECR_REFRESH_NAMESPACE_SELECTOR",
+                "team in a,b",
+                "label selector",
+            ),
+            ("ECR_REFRESH_SERVICE_ACCOUNTS", "Default", "DNS subdomain"),
+        ];
+        for (variable, value, accepted) in cases {
+            let message = error(&[(variable, value)]);
+            assert!(message.starts_with(&format!("{variable}=")), "{message}");
+            assert!(message.contains(value), "{message}");
+            assert!(message.contains(accepted), "{variable}: {message}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_variable_is_refused_with_the_nearest_known_name() {
+        let message = error(&[("ECR_REFRESH_NAMESPACE", "a")]);
+        assert!(
+            message.contains("ECR_REFRESH_NAMESPACE is not a variable"),
+            "{message}"
+        );
+        assert!(
+            message.contains("did you mean ECR_REFRESH_NAMESPACES?"),
+            "{message}"
+        );
+        let message = error(&[("ECR_REFRESH_ZZZ", "a")]);
+        assert!(!message.contains("did you mean"), "{message}");
+    }
+
+    #[test]
+    fn the_test_lane_variable_is_tolerated() {
+        assert!(config(&[("ECR_REFRESH_E2E_KUBECONFIG", "/tmp/k")]).is_ok());
+    }
+
+    #[test]
+    fn literal_names_need_no_list_unless_a_selector_is_set() {
+        let c = config(&[
+            ("ECR_REFRESH_NAMESPACES", "team-a, team-b,team-c"),
+            ("ECR_REFRESH_EXCLUDE_NAMESPACES", "team-c"),
+        ])
+        .unwrap();
+        let names: Vec<&str> = c
+            .selection
+            .literal_names()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str())
+            .collect();
+        assert_eq!(names, ["team-a", "team-b"]);
+
+        let c = config(&[
+            ("ECR_REFRESH_NAMESPACES", "team-a"),
+            ("ECR_REFRESH_NAMESPACE_SELECTOR", "env=prod"),
+        ])
+        .unwrap();
+        assert!(c.selection.literal_names().is_none());
+
+        let c = config(&[("ECR_REFRESH_NAMESPACES", "team-*")]).unwrap();
+        assert!(c.selection.literal_names().is_none());
+    }
+
+    #[test]
+    fn selection_includes_globs_and_takes_out_exclusions() {
+        let c = config(&[
+            ("ECR_REFRESH_NAMESPACES", "team-*,ops"),
+            ("ECR_REFRESH_EXCLUDE_NAMESPACES", "team-?-old"),
+        ])
+        .unwrap();
+        for (namespace, selected) in [
+            ("team-a", true),
+            ("ops", true),
+            ("team-b-old", false),
+            ("kube-system", false),
+        ] {
+            assert_eq!(c.selection.matches(namespace), selected, "{namespace}");
+        }
+        let all = config(&[("ECR_REFRESH_NAMESPACES", "*")]).unwrap();
+        assert_eq!(all.selection.include, Include::All);
+    }
+
+    #[test]
+    fn registries_are_deduplicated_in_order() {
+        let c = config(&[(
+            "ECR_REFRESH_REGISTRIES",
+            "111111111111.dkr.ecr.eu-west-1.amazonaws.com,https://111111111111.dkr.ecr.eu-west-1.amazonaws.com/,222222222222.dkr.ecr.us-east-1.amazonaws.com",
+        )])
+        .unwrap();
+        let hosts: Vec<&str> = c.registries.iter().map(|r| r.host()).collect();
+        assert_eq!(
+            hosts,
+            [
+                "111111111111.dkr.ecr.eu-west-1.amazonaws.com",
+                "222222222222.dkr.ecr.us-east-1.amazonaws.com"
+            ]
+        );
+    }
+
+    #[test]
+    fn label_selectors_are_checked_for_syntax() {
+        for ok in [
+            "team=a",
+            "team==a,env!=prod",
+            "tier in (web,api)",
+            "!legacy",
+            "app.kubernetes.io/part-of",
+            "x notin (a)",
+        ] {
+            assert!(LabelSelector::from_str(ok).is_ok(), "{ok}");
+        }
+        for bad in ["team=a b", "tier in web", "=a", "a=(b)"] {
+            assert!(LabelSelector::from_str(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The `.dockerconfigjson` value: built from fresh tokens, merged into what a Secret holds.
+//!
+//! Pure functions. Entries for registries we do not manage are kept byte for byte; entries we
+//! wrote for registries no longer configured are dropped; ours are written fresh.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use base64::Engine as _;
+use secrecy::{ExposeSecret, SecretString};
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::registry::{RegistryHost, normalize};
+
+/// One registry's credentials, as they go into `auths`.
+pub struct Credential<'a> {
+    pub registry: &'a RegistryHost,
+    pub password: &'a SecretString,
+}
+
+/// The merged `.dockerconfigjson` bytes. They hold passwords: `Debug` does not print them.
+pub struct DockerConfigJson {
+    bytes: Vec<u8>,
+    /// `auths` keys kept from the Secret, as they were.
+    pub kept: Vec<String>,
+    /// `auths` keys we had written for registries no longer configured.
+    pub dropped: Vec<String>,
+    /// Whether the value carries anything read from the cluster (then the write must be
+    /// pinned to the resourceVersion it was read at).
+    pub carries_cluster_data: bool,
+}
+
+impl DockerConfigJson {
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+impl fmt::Debug for DockerConfigJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DockerConfigJson")
+            .field("bytes", &"[redacted]")
+            .field("kept", &self.kept)
+            .field("dropped", &self.dropped)
+            .finish()
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("its .dockerconfigjson is not a docker config JSON object with an `auths` object ({0})")]
+pub struct UnreadableDockerConfig(String);
+
+/// Merges fresh credentials into the current value (None: a new Secret).
+///
+/// `previously_ours` are the hosts our last write recorded: entries for them that are no longer
+/// configured are dropped. Entries whose key names a configured registry, with or without
+/// `https://` or a trailing `/`, are replaced by ours.
+pub fn merge(
+    current: Option<&[u8]>,
+    ours: &[Credential<'_>],
+    previously_ours: &[String],
+) -> Result<DockerConfigJson, UnreadableDockerConfig> {
+    let (top, auths) = match current {
+        None => (Vec::new(), Vec::new()),
+        Some(bytes) => split(bytes)?,
+    };
+    let ours_now: HashSet<&str> = ours.iter().map(|c| c.registry.host()).collect();
+    let ours_before: HashSet<String> = previously_ours.iter().map(|h| normalize(h)).collect();
+
+    let mut kept = Vec::new();
+    let mut dropped = Vec::new();
+    let mut entries: Vec<(String, Box<RawValue>)> = Vec::new();
+    for (key, value) in auths {
+        let host = normalize(&key);
+        if ours_now.contains(host.as_str()) {
+            continue;
+        }
+        if ours_before.contains(&host) {
+            dropped.push(key);
+            continue;
+        }
+        kept.push(key.clone());
+        entries.push((key, value));
+    }
+    for credential in ours {
+        entries.push((
+            credential.registry.host().to_owned(),
+            entry(credential.password),
+        ));
+    }
+
+    let carries_cluster_data = !kept.is_empty() || !top.is_empty();
+    let mut out = String::from("{\"auths\":");
+    write_object(&mut out, &entries);
+    for (key, value) in &top {
+        out.push(',');
+        out.push_str(&serde_json::to_string(key).expect("a string serialises"));
+        out.push(':');
+        out.push_str(value.get());
+    }
+    out.push('}');
+    Ok(DockerConfigJson {
+        bytes: out.into_bytes(),
+        kept,
+        dropped,
+        carries_cluster_data,
+    })
+}
+
+/// The `auths` entries of a value, by key, without their credentials.
+pub fn auths_keys(bytes: &[u8]) -> Result<Vec<String>, UnreadableDockerConfig> {
+    Ok(split(bytes)?.1.into_iter().map(|(k, _)| k).collect())
+}
+
+fn entry(password: &SecretString) -> Box<RawValue> {
+    let password = password.expose_secret();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("AWS:{password}"));
+    let json = serde_json::json!({ "username": "AWS", "password": password, "auth": auth });
+    RawValue::from_string(json.to_string()).expect("serde_json writes valid JSON")
+}
+
+type Entries = Vec<(String, Box<RawValue>)>;
+
+/// Splits a docker config into its other top-level keys and its `auths` entries, in order.
+fn split(bytes: &[u8]) -> Result<(Entries, Entries), UnreadableDockerConfig> {
+    let unreadable = |e: serde_json::Error| UnreadableDockerConfig(e.to_string());
+    let Ordered(top) = serde_json::from_slice::<Ordered>(bytes).map_err(unreadable)?;
+    let mut auths = Vec::new();
+    let mut rest = Vec::new();
+    for (key, value) in top {
+        if key == "auths" {
+            auths = serde_json::from_str::<Ordered>(value.get())
+                .map_err(unreadable)?
+                .0;
+        } else {
+            rest.push((key, value));
+        }
+    }
+    Ok((rest, auths))
+}
+
+fn write_object(out: &mut String, entries: &[(String, Box<RawValue>)]) {
+    out.push('{');
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(key).expect("a string serialises"));
+        out.push(':');
+        out.push_str(value.get());
+    }
+    out.push('}');
+}
+
+/// A JSON object's members in document order, values untouched.
+struct Ordered(Entries);
+
+impl<'de> Deserialize<'de> for Ordered {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct OrderedVisitor;
+        impl<'de> Visitor<'de> for OrderedVisitor {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ordered, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((key, value)) = map.next_entry::<String, Box<RawValue>>()? {
+                    entries.push((key, value));
+                }
+                Ok(Ordered(entries))
+            }
+        }
+        deserializer.deserialize_map(OrderedVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+
+    const A: &str = "111111111111.dkr.ecr.eu-west-1.amazonaws.com";
+    const B: &str = "222222222222.dkr.ecr.us-east-1.amazonaws.com";
+
+    fn merged(
+        current: Option<&str>,
+        ours: &[(&str, &str)],
+        before: &[&str],
+    ) -> (serde_json::Value, DockerConfigJson) {
+        let hosts: Vec<RegistryHost> = ours
+            .iter()
+            .map(|(h, _)| RegistryHost::from_str(h).unwrap())
+            .collect();
+        let passwords: Vec<SecretString> =
+            ours.iter().map(|(_, p)| SecretString::from(*p)).collect();
+        let credentials: Vec<Credential> = hosts
+            .iter()
+            .zip(&passwords)
+            .map(|(registry, password)| Credential { registry, password })
+            .collect();
+        let before: Vec<String> = before.iter().map(|s| s.to_string()).collect();
+        let out = merge(current.map(str::as_bytes), &credentials, &before).unwrap();
+        let value = serde_json::from_slice(&out.bytes).unwrap();
+        (value, out)
+    }
+
+    #[test]
+    fn a_new_value_holds_one_entry_per_registry_with_auth() {
+        let (value, out) = merged(None, &[(A, "pw-a"), (B, "pw-b")], &[]);
+        assert_eq!(value["auths"][A]["username"], "AWS");
+        assert_eq!(value["auths"][A]["password"], "pw-a");
+        assert_eq!(
+            value["auths"][A]["auth"],
+            base64::engine::general_purpose::STANDARD.encode("AWS:pw-a")
+        );
+        assert_eq!(value["auths"][B]["password"], "pw-b");
+        assert!(!out.carries_cluster_data);
+    }
+
+    #[test]
+    fn merging_keeps_foreign_entries_byte_for_byte_and_replaces_ours() {
+        let foreign = r#"{ "auth" : "Zm9vOmJhcg==",  "email":"x@y" }"#;
+        let current = format!(
+            r#"{{"auths":{{"ghcr.io":{foreign},"https://{A}/":{{"username":"AWS","password":"old"}}}},"credsStore":"desktop"}}"#
+        );
+        let (value, out) = merged(Some(&current), &[(A, "new")], &[]);
+        let text = String::from_utf8(out.bytes.clone()).unwrap();
+        assert!(text.contains(&format!(r#""ghcr.io":{foreign}"#)), "{text}");
+        assert!(!text.contains("old"), "{text}");
+        assert_eq!(value["auths"][A]["password"], "new");
+        assert_eq!(value["credsStore"], "desktop");
+        assert_eq!(out.kept, ["ghcr.io"]);
+        assert!(out.carries_cluster_data);
+    }
+
+    #[test]
+    fn entries_we_wrote_for_registries_no_longer_configured_are_dropped() {
+        let current = format!(
+            r#"{{"auths":{{"{A}":{{"auth":"x"}},"{B}":{{"auth":"y"}},"quay.io":{{"auth":"z"}}}}}}"#
+        );
+        let (value, out) = merged(Some(&current), &[(A, "new")], &[A, B]);
+        assert!(value["auths"].get(B).is_none());
+        assert_eq!(value["auths"]["quay.io"]["auth"], "z");
+        assert_eq!(out.dropped, [B]);
+        assert_eq!(out.kept, ["quay.io"]);
+    }
+
+    #[test]
+    fn an_unreadable_value_is_refused_not_overwritten() {
+        for bad in ["not json", "[]", r#"{"auths":[]}"#, r#"{"auths":"x"}"#] {
+            let host = RegistryHost::from_str(A).unwrap();
+            let password = SecretString::from("p");
+            let ours = [Credential {
+                registry: &host,
+                password: &password,
+            }];
+            assert!(merge(Some(bad.as_bytes()), &ours, &[]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn debug_does_not_print_the_value() {
+        let (_, out) = merged(None, &[(A, "hunter2")], &[]);
+        assert!(!format!("{out:?}").contains("hunter2"));
+    }
+}

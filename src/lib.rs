@@ -1,0 +1,17 @@
+//! ecr-refresh: refreshes an AWS ECR image-pull Secret in place, in every selected namespace.
+#![forbid(unsafe_code)]
+
+pub mod cluster;
+pub mod config;
+pub mod docker_config;
+pub mod ecr;
+pub mod glob;
+pub mod logging;
+pub mod names;
+pub mod namespaces;
+pub mod registry;
+pub mod report;
+pub mod retry;
+pub mod run;
+pub mod secret;
+pub mod service_accounts;

@@ -1,0 +1,146 @@
+//! Namespace selection: the literal names configured, or the namespace list (paged, narrowed
+//! by the label selector on the server), filtered by globs and exclusions.
+
+use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use tracing::{debug, warn};
+
+use crate::config::Selection;
+use crate::retry::{self, RequestError};
+
+/// Namespaces asked for per page; the server may answer fewer.
+const PAGE_SIZE: u32 = 500;
+/// How often an expired continue token may restart the list.
+const MAX_RESTARTS: u32 = 3;
+
+/// A selected namespace, as the list showed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub name: String,
+    pub terminating: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NamespaceError {
+    #[error(
+        "forbidden to list namespaces: {0}; grant ecr-refresh's ServiceAccount list on namespaces (see \
+         manifests/), or name the namespaces literally in ECR_REFRESH_NAMESPACES so no list is needed"
+    )]
+    Forbidden(#[source] RequestError),
+    #[error("could not list namespaces: {0}")]
+    Request(#[source] RequestError),
+    #[error("the namespace list kept expiring (410) after {MAX_RESTARTS} restarts")]
+    Expiring,
+}
+
+/// The selected namespaces, a page at a time, as they arrive.
+pub struct Pages<'a> {
+    api: Api<Namespace>,
+    selection: &'a Selection,
+    state: State,
+    seen: HashSet<String>,
+    restarts: u32,
+}
+
+enum State {
+    Literal,
+    First,
+    Continue(String),
+    Done,
+}
+
+impl<'a> Pages<'a> {
+    pub fn new(client: Client, selection: &'a Selection) -> Self {
+        let state = if selection.literal_names().is_some() {
+            State::Literal
+        } else {
+            State::First
+        };
+        Self {
+            api: Api::all(client),
+            selection,
+            state,
+            seen: HashSet::new(),
+            restarts: 0,
+        }
+    }
+
+    /// Whether the run lists namespaces (false when literal names were configured).
+    pub fn lists(&self) -> bool {
+        !matches!(self.state, State::Literal)
+    }
+
+    /// The next page of selected namespaces; None when there are no more.
+    pub async fn next(&mut self) -> Option<Result<Vec<Candidate>, NamespaceError>> {
+        loop {
+            let token = match std::mem::replace(&mut self.state, State::Done) {
+                State::Done => return None,
+                State::Literal => {
+                    let names = self.selection.literal_names().unwrap_or_default();
+                    let page = names
+                        .into_iter()
+                        .map(|n| Candidate {
+                            name: n.as_str().to_owned(),
+                            terminating: false,
+                        })
+                        .collect();
+                    return Some(Ok(page));
+                }
+                State::First => None,
+                State::Continue(token) => Some(token),
+            };
+            let mut params = ListParams::default().limit(PAGE_SIZE);
+            if let Some(selector) = &self.selection.label_selector {
+                params = params.labels(selector.as_str());
+            }
+            if let Some(token) = &token {
+                params = params.continue_token(token);
+            }
+            let list = match retry::send("list namespaces", || self.api.list(&params)).await {
+                Ok(list) => list,
+                Err(RequestError::Api(s)) if s.code == 410 && token.is_some() => {
+                    self.restarts += 1;
+                    if self.restarts > MAX_RESTARTS {
+                        return Some(Err(NamespaceError::Expiring));
+                    }
+                    warn!(
+                        restart = self.restarts,
+                        "namespace list continue token expired (410); listing again from the start"
+                    );
+                    self.state = State::First;
+                    continue;
+                }
+                Err(e) if e.code() == Some(403) => return Some(Err(NamespaceError::Forbidden(e))),
+                Err(e) => return Some(Err(NamespaceError::Request(e))),
+            };
+            if let Some(next) = list.metadata.continue_.filter(|t| !t.is_empty()) {
+                self.state = State::Continue(next);
+            }
+            debug!(
+                items = list.items.len(),
+                more = !matches!(self.state, State::Done),
+                "namespace page"
+            );
+            let page: Vec<Candidate> = list
+                .items
+                .into_iter()
+                .filter_map(|ns| {
+                    let name = ns.metadata.name?;
+                    // A restarted list returns what we already have: visit each namespace once.
+                    (self.selection.matches(&name) && self.seen.insert(name.clone())).then(|| {
+                        Candidate {
+                            terminating: ns.metadata.deletion_timestamp.is_some()
+                                || ns.status.and_then(|s| s.phase).as_deref()
+                                    == Some("Terminating"),
+                            name,
+                        }
+                    })
+                })
+                .collect();
+            return Some(Ok(page));
+        }
+    }
+}

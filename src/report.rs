@@ -1,0 +1,223 @@
+//! Outcome bookkeeping: what happened in each namespace, the summary and the exit code.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+/// What a run did to one namespace's Secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Created,
+    /// Updated in place: same uid, always.
+    Updated,
+    /// Deleted by someone between our read and our write, then created fresh.
+    Recreated,
+    Skipped,
+    Failed,
+    WouldCreate,
+    WouldUpdate,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Updated => "updated",
+            Self::Recreated => "recreated",
+            Self::Skipped => "skipped",
+            Self::Failed => "failed",
+            Self::WouldCreate => "would-create",
+            Self::WouldUpdate => "would-update",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What happened to one listed ServiceAccount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AccountOutcome {
+    /// Our entry was appended to imagePullSecrets.
+    Added,
+    /// Our entry was already there: nothing written.
+    Present,
+    /// The ServiceAccount does not exist (yet): the next run covers it.
+    Missing,
+    WouldAdd,
+    Failed,
+}
+
+impl AccountOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "added",
+            Self::Present => "present",
+            Self::Missing => "missing",
+            Self::WouldAdd => "would-add",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// Process exit codes.
+pub mod exit {
+    /// Every selected namespace is fresh, or skipped with a reason.
+    pub const OK: u8 = 0;
+    /// Some namespaces failed or were left undone.
+    pub const FAILED: u8 = 1;
+    /// The configuration is invalid: nothing was sent.
+    pub const CONFIG: u8 = 2;
+    /// No token, login refused, or the cluster unreachable or refusing us: nothing written.
+    pub const UNAVAILABLE: u8 = 3;
+}
+
+/// Room for the list of failed namespaces in the termination message, which the kubelet
+/// truncates at 4096 bytes.
+const TERMINATION_MESSAGE_LIMIT: usize = 4096;
+
+/// The run's tally.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub outcomes: BTreeMap<Outcome, usize>,
+    pub service_accounts: BTreeMap<AccountOutcome, usize>,
+    /// Failed namespaces, in the order they failed.
+    pub failed: Vec<String>,
+    /// The namespace list could not be completed; some namespaces may not have been seen.
+    pub listing_incomplete: bool,
+}
+
+impl Report {
+    pub fn record(&mut self, namespace: &str, outcome: Outcome, accounts: &[AccountOutcome]) {
+        *self.outcomes.entry(outcome).or_default() += 1;
+        for account in accounts {
+            *self.service_accounts.entry(*account).or_default() += 1;
+        }
+        if outcome == Outcome::Failed || accounts.contains(&AccountOutcome::Failed) {
+            self.failed.push(namespace.to_owned());
+        }
+    }
+
+    pub fn count(&self, outcome: Outcome) -> usize {
+        self.outcomes.get(&outcome).copied().unwrap_or(0)
+    }
+
+    pub fn total(&self) -> usize {
+        self.outcomes.values().sum()
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        if self.failed.is_empty() && !self.listing_incomplete {
+            exit::OK
+        } else {
+            exit::FAILED
+        }
+    }
+
+    /// Counts as `created=1 updated=3`, for the text summary.
+    pub fn counts_text(&self) -> String {
+        let outcomes = self.outcomes.iter().map(|(o, n)| format!("{o}={n}"));
+        let accounts = self
+            .service_accounts
+            .iter()
+            .map(|(o, n)| format!("sa-{}={n}", o.as_str()));
+        outcomes.chain(accounts).collect::<Vec<_>>().join(" ")
+    }
+
+    /// The summary as compact JSON under the kubelet's 4096-byte limit: the counts always,
+    /// then as many failed namespaces as fit.
+    pub fn termination_message(&self, extra: &Summary) -> String {
+        let mut failed: Vec<&str> = self.failed.iter().map(String::as_str).collect();
+        loop {
+            let message = serde_json::json!({
+                "exit_code": self.exit_code(),
+                "outcomes": self.outcomes,
+                "service_accounts": self.service_accounts,
+                "failed": failed,
+                "failed_total": self.failed.len(),
+                "failed_truncated": failed.len() < self.failed.len(),
+                "listing_incomplete": self.listing_incomplete,
+                "registries": extra.registries,
+                "token_expires_at": extra.token_expires_at,
+                "elapsed_ms": extra.elapsed_ms,
+            })
+            .to_string();
+            if message.len() < TERMINATION_MESSAGE_LIMIT || failed.is_empty() {
+                return message;
+            }
+            // Shrink geometrically: 10,000 names take a handful of passes, not thousands.
+            let keep = failed.len() * (TERMINATION_MESSAGE_LIMIT - 512) / message.len();
+            failed.truncate(keep.min(failed.len() - 1));
+        }
+    }
+}
+
+/// Run-wide facts for the summary.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    pub registries: Vec<String>,
+    pub token_expires_at: String,
+    pub elapsed_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_code_is_zero_only_when_nothing_failed() {
+        let mut r = Report::default();
+        r.record("a", Outcome::Updated, &[]);
+        r.record("b", Outcome::Skipped, &[AccountOutcome::Missing]);
+        r.record("c", Outcome::Created, &[AccountOutcome::Added]);
+        assert_eq!(r.exit_code(), exit::OK);
+        r.record("d", Outcome::Updated, &[AccountOutcome::Failed]);
+        assert_eq!(r.exit_code(), exit::FAILED);
+        assert_eq!(r.failed, ["d"]);
+
+        let mut incomplete = Report::default();
+        incomplete.listing_incomplete = true;
+        assert_eq!(incomplete.exit_code(), exit::FAILED);
+    }
+
+    #[test]
+    fn counts_are_kept_per_outcome() {
+        let mut r = Report::default();
+        for (ns, o) in [
+            ("a", Outcome::Updated),
+            ("b", Outcome::Updated),
+            ("c", Outcome::Failed),
+        ] {
+            r.record(ns, o, &[AccountOutcome::Present]);
+        }
+        assert_eq!(r.count(Outcome::Updated), 2);
+        assert_eq!(r.total(), 3);
+        assert_eq!(r.counts_text(), "updated=2 failed=1 sa-present=3");
+    }
+
+    #[test]
+    fn the_termination_message_fits_with_ten_thousand_failures() {
+        let mut r = Report::default();
+        for i in 0..10_000 {
+            r.record(&format!("tenant-namespace-{i:05}"), Outcome::Failed, &[]);
+        }
+        let summary = Summary {
+            registries: vec!["123456789012.dkr.ecr.eu-west-1.amazonaws.com".into()],
+            token_expires_at: "2026-11-30T20:00:00Z".into(),
+            elapsed_ms: 1234,
+        };
+        let message = r.termination_message(&summary);
+        assert!(message.len() < 4096, "{} bytes", message.len());
+        let value: serde_json::Value = serde_json::from_str(&message).unwrap();
+        assert_eq!(value["outcomes"]["failed"], 10_000);
+        assert_eq!(value["failed_total"], 10_000);
+        assert_eq!(value["failed_truncated"], true);
+        assert!(value["failed"].as_array().unwrap().len() > 50);
+    }
+}

@@ -1,0 +1,156 @@
+//! One request to the API server: a timeout on every attempt, and bounded retries with
+//! backoff and jitter on what a retry can fix (429, 5xx, timeouts, connection errors).
+
+use std::future::Future;
+use std::time::Duration;
+
+use kube::core::Status;
+use tracing::debug;
+
+/// How long one request may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+const ATTEMPTS: u32 = 5;
+const BASE_DELAY: Duration = Duration::from_millis(100);
+const MAX_DELAY: Duration = Duration::from_secs(5);
+/// A Retry-After longer than this is not waited for: the run has a deadline.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// Why a request failed, after any retries.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("{} (HTTP {}, {})", .0.message, .0.code, .0.reason)]
+    Api(Box<Status>),
+    #[error("no answer within {}s", .0.as_secs())]
+    Timeout(Duration),
+    #[error("{0}")]
+    Client(#[source] kube::Error),
+}
+
+impl RequestError {
+    pub fn status(&self) -> Option<&Status> {
+        match self {
+            Self::Api(status) => Some(status),
+            _ => None,
+        }
+    }
+
+    pub fn code(&self) -> Option<u16> {
+        self.status().map(|s| s.code)
+    }
+
+    fn retry_after(&self) -> Option<Option<Duration>> {
+        match self {
+            Self::Api(s) if s.code == 429 || matches!(s.code, 500 | 502 | 503 | 504) => {
+                Some(s.details.as_ref().and_then(|d| {
+                    (d.retry_after_seconds > 0)
+                        .then(|| Duration::from_secs(d.retry_after_seconds.into()))
+                }))
+            }
+            Self::Api(_) => None,
+            Self::Timeout(_) => Some(None),
+            Self::Client(e) => {
+                matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_)).then_some(None)
+            }
+        }
+    }
+}
+
+impl From<kube::Error> for RequestError {
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(status) => Self::Api(status),
+            other => Self::Client(other),
+        }
+    }
+}
+
+/// Sends a request (`send` builds a fresh one per attempt), retrying what can be retried.
+pub async fn send<T, F, Fut>(what: &'static str, mut send: F) -> Result<T, RequestError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let mut attempt = 1;
+    loop {
+        let error = match tokio::time::timeout(REQUEST_TIMEOUT, send()).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(e)) => RequestError::from(e),
+            Err(_) => RequestError::Timeout(REQUEST_TIMEOUT),
+        };
+        let Some(retry_after) = error.retry_after() else {
+            return Err(error);
+        };
+        if attempt >= ATTEMPTS {
+            return Err(error);
+        }
+        let delay = retry_after.map_or_else(|| backoff(attempt), |d| d.min(MAX_RETRY_AFTER));
+        debug!(request = what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying");
+        tokio::time::sleep(delay).await;
+        attempt += 1;
+    }
+}
+
+/// Exponential backoff with jitter: a random delay in the upper half of the step.
+fn backoff(attempt: u32) -> Duration {
+    let step = BASE_DELAY
+        .saturating_mul(1 << attempt.min(16))
+        .min(MAX_DELAY);
+    step / 2 + step.mul_f64(fastrand::f64() / 2.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        for attempt in 1..10 {
+            let step = BASE_DELAY.saturating_mul(1 << attempt).min(MAX_DELAY);
+            let d = backoff(attempt);
+            assert!(d >= step / 2 && d <= step, "attempt {attempt}: {d:?}");
+        }
+        assert!(backoff(30) <= MAX_DELAY);
+    }
+
+    fn status(code: u16, retry_after: i32) -> RequestError {
+        let mut s = Status::failure("x", "y").with_code(code);
+        if retry_after > 0 {
+            s = s.with_details(kube::core::response::StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: retry_after as u32,
+            });
+        }
+        RequestError::Api(s.boxed())
+    }
+
+    #[test]
+    fn only_what_a_retry_can_fix_is_retried() {
+        for (code, retried) in [
+            (429, true),
+            (500, true),
+            (502, true),
+            (503, true),
+            (504, true),
+            (404, false),
+            (409, false),
+            (410, false),
+            (422, false),
+            (403, false),
+        ] {
+            assert_eq!(status(code, 0).retry_after().is_some(), retried, "{code}");
+        }
+        assert_eq!(
+            status(429, 2).retry_after(),
+            Some(Some(Duration::from_secs(2)))
+        );
+        assert!(
+            RequestError::Timeout(REQUEST_TIMEOUT)
+                .retry_after()
+                .is_some()
+        );
+    }
+}

@@ -1,0 +1,382 @@
+//! Writing the pull Secret in one namespace, in place.
+//!
+//! Never delete-then-create: a Secret that exists is updated with server-side apply, so it is
+//! never absent. Every write derived from a read is pinned to what it read: the apply names the
+//! uid read (so it can only update that object, never create a replacement of a Secret deleted
+//! meanwhile), and when it carries data read from the cluster (others' auths entries), the
+//! resourceVersion read too. A create is a POST, which cannot overwrite a Secret that appeared.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use tracing::debug;
+
+use crate::docker_config::{self, Credential, UnreadableDockerConfig};
+use crate::names::SecretName;
+use crate::report::Outcome;
+use crate::retry::{self, RequestError};
+
+pub const FIELD_MANAGER: &str = "ecr-refresh";
+pub const SECRET_TYPE: &str = "kubernetes.io/dockerconfigjson";
+pub const DATA_KEY: &str = ".dockerconfigjson";
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// The registries our last write put in `auths`, comma-separated: entries for those no longer
+/// configured are ours to remove; every other entry is someone else's.
+pub const REGISTRIES_ANNOTATION: &str = "ecr-refresh/registries";
+pub const EXPIRES_ANNOTATION: &str = "ecr-refresh/token-expires-at";
+/// Where `kubectl apply` keeps a copy of the whole object it applied, password included.
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Reads, conflicts and deletions survived before a namespace is given up.
+const ATTEMPTS: usize = 5;
+
+/// What every namespace's Secret should hold after this run.
+pub struct Desired<'a> {
+    pub name: &'a SecretName,
+    pub credentials: Vec<Credential<'a>>,
+    /// RFC 3339, the earliest expiry of the tokens written.
+    pub expires_at: String,
+    pub dry_run: bool,
+}
+
+/// What happened to one namespace's Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub outcome: Outcome,
+    pub uid_before: Option<String>,
+    pub uid_after: Option<String>,
+    /// Why the namespace was skipped.
+    pub reason: Option<&'static str>,
+    /// The kubectl last-applied annotation (a copy of the old password) was removed.
+    pub removed_last_applied: bool,
+    /// auths entries of other registries, kept as they were.
+    pub kept_entries: usize,
+    /// auths entries we had written for registries no longer configured, removed.
+    pub dropped_entries: Vec<String>,
+}
+
+impl Written {
+    fn new(outcome: Outcome, uid_before: Option<String>, uid_after: Option<String>) -> Self {
+        Self {
+            outcome,
+            uid_before,
+            uid_after,
+            reason: None,
+            removed_last_applied: false,
+            kept_entries: 0,
+            dropped_entries: Vec::new(),
+        }
+    }
+
+    fn skipped(reason: &'static str) -> Self {
+        Self {
+            reason: Some(reason),
+            ..Self::new(Outcome::Skipped, None, None)
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error(
+        "the Secret has type {found}, not {SECRET_TYPE}; type is immutable, so ecr-refresh left it untouched: \
+         delete or rename that Secret yourself, or set ECR_REFRESH_SECRET_NAME to another name"
+    )]
+    WrongType { found: String },
+    #[error(
+        "the Secret is immutable (immutable: true), so its token cannot be refreshed; ecr-refresh left it untouched: \
+         delete that Secret yourself so the next run creates it, or set ECR_REFRESH_SECRET_NAME to another name"
+    )]
+    Immutable,
+    #[error("the Secret was left untouched: {0}; fix or remove that value")]
+    Unreadable(#[from] UnreadableDockerConfig),
+    #[error(
+        "forbidden to {action} the Secret: {source}; grant ecr-refresh's ServiceAccount get, create and patch on \
+         secrets in this namespace (see manifests/)"
+    )]
+    Forbidden {
+        action: &'static str,
+        source: RequestError,
+    },
+    #[error("could not {action} the Secret: {source}")]
+    Request {
+        action: &'static str,
+        source: RequestError,
+    },
+    #[error(
+        "the Secret kept changing under us: gave up after {ATTEMPTS} attempts; the next run tries again"
+    )]
+    Contended,
+}
+
+impl SecretError {
+    fn request(action: &'static str, source: RequestError) -> Self {
+        if source.code() == Some(403) {
+            Self::Forbidden { action, source }
+        } else {
+            Self::Request { action, source }
+        }
+    }
+}
+
+/// Refreshes the pull Secret in the namespace `api` is scoped to.
+pub async fn refresh(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Written, SecretError> {
+    let name = desired.name.as_str();
+    // The uid of a Secret that was deleted between our read and our apply.
+    let mut deleted_uid: Option<String> = None;
+    for _ in 0..ATTEMPTS {
+        let current = retry::send("get secret", || api.get_opt(name))
+            .await
+            .map_err(|e| SecretError::request("read", e))?;
+        let Some(current) = current else {
+            match create(api, desired).await? {
+                Created::Done(uid) => {
+                    let outcome = match (desired.dry_run, &deleted_uid) {
+                        (true, _) => Outcome::WouldCreate,
+                        (false, Some(_)) => Outcome::Recreated,
+                        (false, None) => Outcome::Created,
+                    };
+                    return Ok(Written::new(outcome, deleted_uid, uid));
+                }
+                Created::AppearedMeanwhile => continue,
+                Created::Skipped(reason) => return Ok(Written::skipped(reason)),
+            }
+        };
+        let uid = current.metadata.uid.clone();
+        match update(api, desired, &current).await? {
+            Updated::Done(mut written) => {
+                if let (Some(deleted), None) = (&deleted_uid, &written.uid_before) {
+                    written.uid_before = Some(deleted.clone());
+                }
+                return Ok(written);
+            }
+            Updated::Deleted => {
+                debug!(
+                    secret = name,
+                    uid = uid.as_deref().unwrap_or("-"),
+                    "deleted between our read and our apply"
+                );
+                deleted_uid = uid;
+            }
+            Updated::Changed => {
+                debug!(
+                    secret = name,
+                    "changed between our read and our apply; reading it again"
+                );
+            }
+        }
+    }
+    Err(SecretError::Contended)
+}
+
+enum Created {
+    Done(Option<String>),
+    AppearedMeanwhile,
+    Skipped(&'static str),
+}
+
+/// POST: fails with 409 AlreadyExists, never overwrites, if a Secret appeared since our read.
+async fn create(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Created, SecretError> {
+    let merged = docker_config::merge(None, &desired.credentials, &[])?;
+    let secret = body(desired, merged.into_bytes(), None, None);
+    let params = PostParams {
+        dry_run: desired.dry_run,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+    };
+    match retry::send("create secret", || api.create(&params, &secret)).await {
+        Ok(created) => Ok(Created::Done(created.metadata.uid)),
+        Err(RequestError::Api(s)) if s.is_already_exists() => Ok(Created::AppearedMeanwhile),
+        Err(RequestError::Api(s)) if is_namespace_terminating(&s) => {
+            Ok(Created::Skipped("namespace is terminating"))
+        }
+        Err(RequestError::Api(s))
+            if s.is_not_found() && s.details.as_ref().is_some_and(|d| d.kind == "namespaces") =>
+        {
+            Ok(Created::Skipped("namespace not found"))
+        }
+        Err(e) => Err(SecretError::request("create", e)),
+    }
+}
+
+enum Updated {
+    Done(Written),
+    /// The Secret we read is gone (409 uid mismatch): read again, create it fresh.
+    Deleted,
+    /// The Secret changed since we read it (resourceVersion 409, or another uid): read again.
+    Changed,
+}
+
+/// Server-side apply pinned to the uid read, and to the resourceVersion read when the value
+/// carries cluster data.
+async fn update(
+    api: &Api<Secret>,
+    desired: &Desired<'_>,
+    current: &Secret,
+) -> Result<Updated, SecretError> {
+    let found = current.type_.as_deref().unwrap_or("Opaque");
+    if found != SECRET_TYPE {
+        return Err(SecretError::WrongType {
+            found: found.to_owned(),
+        });
+    }
+    if current.immutable == Some(true) {
+        return Err(SecretError::Immutable);
+    }
+    let previously_ours: Vec<String> = current
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REGISTRIES_ANNOTATION))
+        .map(|v| {
+            v.split(',')
+                .filter(|h| !h.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let value = current
+        .data
+        .as_ref()
+        .and_then(|d| d.get(DATA_KEY))
+        .map(|b| b.0.as_slice());
+    let merged = docker_config::merge(value, &desired.credentials, &previously_ours)?;
+    let (kept_entries, dropped_entries) = (merged.kept.len(), merged.dropped.clone());
+    let resource_version = merged
+        .carries_cluster_data
+        .then(|| current.metadata.resource_version.clone())
+        .flatten();
+    let uid = current.metadata.uid.clone();
+    let secret = body(desired, merged.into_bytes(), uid.clone(), resource_version);
+
+    let mut params = PatchParams::apply(FIELD_MANAGER).force();
+    params.dry_run = desired.dry_run;
+    let name = desired.name.as_str();
+    let patch = Patch::Apply(&secret);
+    let applied = match retry::send("apply secret", || api.patch(name, &params, &patch)).await {
+        Ok(applied) => applied,
+        Err(RequestError::Api(s)) if s.is_conflict() && s.message.contains("uid mismatch") => {
+            return Ok(Updated::Deleted);
+        }
+        Err(RequestError::Api(s)) if s.is_conflict() || (s.is_invalid() && is_uid_field(&s)) => {
+            return Ok(Updated::Changed);
+        }
+        Err(e) => return Err(SecretError::request("apply", e)),
+    };
+
+    let mut written = Written::new(
+        if desired.dry_run {
+            Outcome::WouldUpdate
+        } else {
+            Outcome::Updated
+        },
+        uid,
+        applied.metadata.uid.clone(),
+    );
+    written.kept_entries = kept_entries;
+    written.dropped_entries = dropped_entries;
+    if has_last_applied(&applied) && !desired.dry_run {
+        written.removed_last_applied = remove_last_applied(api, name, applied).await?;
+    }
+    Ok(Updated::Done(written))
+}
+
+/// Removes kubectl's last-applied annotation, which holds a copy of the old password.
+///
+/// Another manager owns it, so an apply cannot remove it: a JSON patch does, pinned with
+/// `test` ops to the uid and resourceVersion it was seen at. On a failed test, read again.
+async fn remove_last_applied(
+    api: &Api<Secret>,
+    name: &str,
+    mut seen: Secret,
+) -> Result<bool, SecretError> {
+    for _ in 0..ATTEMPTS {
+        if !has_last_applied(&seen) {
+            return Ok(false);
+        }
+        let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+            { "op": "test", "path": "/metadata/uid", "value": seen.metadata.uid },
+            { "op": "test", "path": "/metadata/resourceVersion", "value": seen.metadata.resource_version },
+            { "op": "remove", "path": "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration" },
+        ]))
+        .expect("a JSON patch of test and remove ops");
+        let patch = Patch::<()>::Json(patch);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        match retry::send("remove last-applied", || api.patch(name, &params, &patch)).await {
+            Ok(_) => return Ok(true),
+            Err(RequestError::Api(s)) if s.is_invalid() || s.is_conflict() => {}
+            Err(e) => {
+                return Err(SecretError::request(
+                    "remove the last-applied annotation of",
+                    e,
+                ));
+            }
+        }
+        match retry::send("get secret", || api.get_opt(name)).await {
+            Ok(Some(again)) => seen = again,
+            Ok(None) => return Ok(false),
+            Err(e) => return Err(SecretError::request("read", e)),
+        }
+    }
+    Err(SecretError::Contended)
+}
+
+fn has_last_applied(secret: &Secret) -> bool {
+    secret
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(LAST_APPLIED_ANNOTATION))
+}
+
+/// The object we apply or create: only the fields we own.
+fn body(
+    desired: &Desired<'_>,
+    value: Vec<u8>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+) -> Secret {
+    let registries: Vec<&str> = desired
+        .credentials
+        .iter()
+        .map(|c| c.registry.host())
+        .collect();
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(desired.name.as_str().to_owned()),
+            uid,
+            resource_version,
+            labels: Some(BTreeMap::from([(
+                MANAGED_BY_LABEL.to_owned(),
+                FIELD_MANAGER.to_owned(),
+            )])),
+            annotations: Some(BTreeMap::from([
+                (REGISTRIES_ANNOTATION.to_owned(), registries.join(",")),
+                (EXPIRES_ANNOTATION.to_owned(), desired.expires_at.clone()),
+            ])),
+            ..ObjectMeta::default()
+        },
+        type_: Some(SECRET_TYPE.to_owned()),
+        data: Some(BTreeMap::from([(DATA_KEY.to_owned(), ByteString(value))])),
+        ..Secret::default()
+    }
+}
+
+fn is_namespace_terminating(s: &kube::core::Status) -> bool {
+    s.is_forbidden()
+        && s.details
+            .as_ref()
+            .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
+}
+
+fn is_uid_field(s: &kube::core::Status) -> bool {
+    s.details
+        .as_ref()
+        .is_some_and(|d| d.causes.iter().any(|c| c.field == "metadata.uid"))
+}

@@ -1,0 +1,106 @@
+//! ServiceAccounts that carry the pull Secret in imagePullSecrets.
+//!
+//! imagePullSecrets is an atomic list: an apply or merge patch would replace the whole list and
+//! wipe what others put there. Our entry is appended with a JSON patch that first tests the
+//! resourceVersion read, so a change made since our read fails the test and we read again.
+//! Once only: an entry already there means no write at all. We never create ServiceAccounts.
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+use crate::names::{SecretName, ServiceAccountName};
+use crate::report::AccountOutcome;
+use crate::retry::{self, RequestError};
+use crate::secret::FIELD_MANAGER;
+
+const ATTEMPTS: usize = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error(
+        "forbidden to {action} ServiceAccount {account}: {source}; grant ecr-refresh's ServiceAccount get and \
+         patch on serviceaccounts (see manifests/)"
+    )]
+    Forbidden {
+        account: String,
+        action: &'static str,
+        source: RequestError,
+    },
+    #[error("could not {action} ServiceAccount {account}: {source}")]
+    Request {
+        account: String,
+        action: &'static str,
+        source: RequestError,
+    },
+    #[error("ServiceAccount {account} kept changing under us: gave up after {ATTEMPTS} attempts")]
+    Contended { account: String },
+}
+
+/// Makes sure the ServiceAccount lists the Secret in imagePullSecrets, exactly once.
+pub async fn attach(
+    api: &Api<ServiceAccount>,
+    account: &ServiceAccountName,
+    secret: &SecretName,
+    dry_run: bool,
+) -> Result<AccountOutcome, AccountError> {
+    let name = account.as_str();
+    let fail = |action: &'static str, source: RequestError| {
+        if source.code() == Some(403) {
+            AccountError::Forbidden {
+                account: name.to_owned(),
+                action,
+                source,
+            }
+        } else {
+            AccountError::Request {
+                account: name.to_owned(),
+                action,
+                source,
+            }
+        }
+    };
+    for _ in 0..ATTEMPTS {
+        let Some(current) = retry::send("get serviceaccount", || api.get_opt(name))
+            .await
+            .map_err(|e| fail("read", e))?
+        else {
+            return Ok(AccountOutcome::Missing);
+        };
+        let entries = current.image_pull_secrets.as_deref();
+        if entries.is_some_and(|e| e.iter().any(|r| r.name == secret.as_str())) {
+            return Ok(AccountOutcome::Present);
+        }
+        let entry = serde_json::json!({ "name": secret.as_str() });
+        let add = match entries {
+            None => {
+                serde_json::json!({ "op": "add", "path": "/imagePullSecrets", "value": [entry] })
+            }
+            Some(_) => {
+                serde_json::json!({ "op": "add", "path": "/imagePullSecrets/-", "value": entry })
+            }
+        };
+        let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+            { "op": "test", "path": "/metadata/resourceVersion", "value": current.metadata.resource_version },
+            add,
+        ]))
+        .expect("a JSON patch of a test and an add op");
+        let patch = Patch::<()>::Json(patch);
+        let params = PatchParams {
+            dry_run,
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        match retry::send("patch serviceaccount", || api.patch(name, &params, &patch)).await {
+            Ok(_) if dry_run => return Ok(AccountOutcome::WouldAdd),
+            Ok(_) => return Ok(AccountOutcome::Added),
+            // The test failed (422) or the object changed (409): read again and decide again.
+            Err(RequestError::Api(s)) if s.is_invalid() || s.is_conflict() => {}
+            Err(RequestError::Api(s)) if s.is_not_found() => return Ok(AccountOutcome::Missing),
+            Err(e) => return Err(fail("patch", e)),
+        }
+    }
+    Err(AccountError::Contended {
+        account: name.to_owned(),
+    })
+}
