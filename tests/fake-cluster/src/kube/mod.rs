@@ -1,17 +1,59 @@
-//! The fake Kubernetes API server. CONTRACT: the public signatures below are used by
-//! ecr-refresh's tests; keep them (add to them freely). Bodies are to be implemented.
+//! The fake Kubernetes API server: plain HTTP on 127.0.0.1, serving namespaces, secrets
+//! and serviceaccounts of the core v1 API the way the real kube-apiserver does for what
+//! ecr-refresh needs (see /work/shared/reference/kube-api.md).
+//!
+//! The server runs on a background thread with its own tokio runtime; its state sits
+//! behind one mutex that every request holds only while it reads or writes the store
+//! (added latency is slept outside it).
 
+mod fields;
+mod http;
+mod patch;
+mod rbac;
+mod selector;
+mod status;
+mod store;
+
+use std::net::TcpListener as StdListener;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
+use regex::Regex;
 use serde_json::Value;
+use tokio::sync::oneshot;
+
+use rbac::Rbac;
+use store::{Hook, Store};
 
 /// The resources the fake serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Resource {
     Namespaces,
     Secrets,
     ServiceAccounts,
+}
+
+impl Resource {
+    /// The resource's name in paths and errors (`secrets`).
+    pub fn plural(self) -> &'static str {
+        match self {
+            Resource::Namespaces => "namespaces",
+            Resource::Secrets => "secrets",
+            Resource::ServiceAccounts => "serviceaccounts",
+        }
+    }
+
+    /// The object kind (`Secret`).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Resource::Namespaces => "Namespace",
+            Resource::Secrets => "Secret",
+            Resource::ServiceAccounts => "ServiceAccount",
+        }
+    }
 }
 
 /// One request as the server saw it, and what it answered.
@@ -48,101 +90,371 @@ pub struct Fault {
 impl Fault {
     /// A rule answering `status` to `method` requests whose path matches `path`, forever.
     pub fn new(method: &str, path: &str, status: u16) -> Self {
-        todo!()
+        Fault {
+            method: Some(method.to_owned()),
+            path: path.to_owned(),
+            status: Some(status),
+            body: None,
+            retry_after_seconds: None,
+            latency: None,
+            count: None,
+        }
+    }
+    /// A rule that only slows matching requests down (any method when `method` is None).
+    pub fn slow(method: Option<&str>, path: &str, latency: Duration) -> Self {
+        Fault {
+            method: method.map(str::to_owned),
+            path: path.to_owned(),
+            status: None,
+            body: None,
+            retry_after_seconds: None,
+            latency: Some(latency),
+            count: None,
+        }
     }
     pub fn times(self, n: usize) -> Self {
-        todo!()
+        Fault {
+            count: Some(n),
+            ..self
+        }
     }
     pub fn retry_after(self, seconds: u64) -> Self {
-        todo!()
+        Fault {
+            retry_after_seconds: Some(seconds),
+            ..self
+        }
+    }
+    /// Answers this body instead of a Status made for the code.
+    pub fn body(self, body: Value) -> Self {
+        Fault {
+            body: Some(body),
+            ..self
+        }
+    }
+    pub fn latency(self, latency: Duration) -> Self {
+        Fault {
+            latency: Some(latency),
+            ..self
+        }
     }
 }
 
-pub struct FakeClusterBuilder {/* private */}
+/// A fault rule with its path compiled and its remaining count.
+struct ActiveFault {
+    fault: Fault,
+    path: Regex,
+    remaining: Option<usize>,
+}
+
+/// What a fault makes of a request: added latency, and the answer if it replaces serving.
+type FaultOutcome = (Option<Duration>, Option<(u16, Value, Option<u64>)>);
+
+/// The mutable state, behind the one lock.
+#[derive(Default)]
+struct Inner {
+    store: Store,
+    requests: Vec<Recorded>,
+    faults: Vec<ActiveFault>,
+}
+
+impl Inner {
+    /// The first fault rule matching the request, counted down.
+    fn take_fault(&mut self, method: &str, path: &str) -> Option<FaultOutcome> {
+        let i = self.faults.iter().position(|f| {
+            f.remaining != Some(0)
+                && f.fault
+                    .method
+                    .as_deref()
+                    .is_none_or(|m| m.eq_ignore_ascii_case(method))
+                && f.path.is_match(path)
+        })?;
+        let active = &mut self.faults[i];
+        if let Some(n) = active.remaining.as_mut() {
+            *n -= 1;
+        }
+        let fault = &active.fault;
+        let answer = fault
+            .status
+            .map(|code| http::fault_answer(code, fault.body.clone(), fault.retry_after_seconds));
+        Some((fault.latency, answer))
+    }
+}
+
+/// What the request handler shares.
+struct Shared {
+    inner: Mutex<Inner>,
+    latency: Duration,
+    max_page: usize,
+    rbac: Option<Rbac>,
+    log_requests: bool,
+    request_count: AtomicUsize,
+    port: u16,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic under the lock (a bug in a hook) must not hide the state from the test.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+pub struct FakeClusterBuilder {
+    latency: Duration,
+    max_page: usize,
+    rbac: Option<Rbac>,
+    log_requests: bool,
+    port: u16,
+}
 
 impl FakeClusterBuilder {
     /// Added latency on every request (before it is served).
     pub fn latency(self, latency: Duration) -> Self {
-        todo!()
+        FakeClusterBuilder { latency, ..self }
     }
     /// Server-side maximum page for lists (default 500).
     pub fn max_page(self, n: usize) -> Self {
-        todo!()
+        assert!(n > 0, "max_page must be at least 1");
+        FakeClusterBuilder {
+            max_page: n,
+            ..self
+        }
     }
     /// Enforce RBAC from the ClusterRole/Role documents in this YAML (multi-document);
     /// anything not granted is refused with 403 as the real server does.
+    ///
+    /// Panics when the YAML does not parse (a broken test fixture).
     pub fn rbac_from_yaml(self, yaml: &str) -> Self {
-        todo!()
+        let rbac = Rbac::from_yaml(yaml).unwrap_or_else(|e| panic!("{e}"));
+        FakeClusterBuilder {
+            rbac: Some(rbac),
+            ..self
+        }
     }
     /// Do not record requests (for benchmarks).
     pub fn without_request_log(self) -> Self {
-        todo!()
+        FakeClusterBuilder {
+            log_requests: false,
+            ..self
+        }
     }
+    /// Listen on this port (0, the default, picks a free one).
+    pub fn port(self, port: u16) -> Self {
+        FakeClusterBuilder { port, ..self }
+    }
+    ///
+    /// Panics when the port cannot be bound or the runtime cannot start.
     pub fn start(self) -> FakeCluster {
-        todo!()
+        let listener = StdListener::bind(("127.0.0.1", self.port))
+            .unwrap_or_else(|e| panic!("fake cluster: binding 127.0.0.1:{}: {e}", self.port));
+        listener
+            .set_nonblocking(true)
+            .expect("fake cluster: a bound socket can be made non-blocking");
+        let port = listener
+            .local_addr()
+            .expect("fake cluster: a bound socket has an address")
+            .port();
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner::default()),
+            latency: self.latency,
+            max_page: self.max_page,
+            rbac: self.rbac,
+            log_requests: self.log_requests,
+            request_count: AtomicUsize::new(0),
+            port,
+        });
+        let (stop, stopped) = oneshot::channel::<()>();
+        let app = axum::Router::new()
+            .fallback(http::handle)
+            .with_state(Arc::clone(&shared));
+        let thread = std::thread::Builder::new()
+            .name(format!("fake-cluster-{port}"))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("fake cluster: tokio runtime");
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener)
+                        .expect("fake cluster: listener into tokio");
+                    tokio::select! {
+                        served = axum::serve(listener, app) => {
+                            if let Err(e) = served {
+                                eprintln!("fake cluster on port {port} stopped: {e}");
+                            }
+                        }
+                        _ = stopped => {}
+                    }
+                });
+                // Drop open connections instead of waiting for clients to close them.
+                runtime.shutdown_background();
+            })
+            .expect("fake cluster: spawning the server thread");
+        FakeCluster {
+            shared,
+            port,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
     }
 }
 
 /// A running fake API server. Dropping it stops the server.
-pub struct FakeCluster {/* private */}
+pub struct FakeCluster {
+    shared: Arc<Shared>,
+    port: u16,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for FakeCluster {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            // The server may already be gone; then there is nothing to stop.
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
 
 impl FakeCluster {
     pub fn builder() -> FakeClusterBuilder {
-        todo!()
+        FakeClusterBuilder {
+            latency: Duration::ZERO,
+            max_page: 500,
+            rbac: None,
+            log_requests: true,
+            port: 0,
+        }
     }
     /// A server with no latency, pages of 500 and no RBAC.
     pub fn start() -> FakeCluster {
-        todo!()
+        FakeCluster::builder().start()
     }
     /// `http://127.0.0.1:PORT`
     pub fn url(&self) -> String {
-        todo!()
+        format!("http://127.0.0.1:{}", self.port)
     }
     /// Writes a kubeconfig pointing at this server into `dir` and returns its path.
+    ///
+    /// Panics when the file cannot be written.
     pub fn write_kubeconfig(&self, dir: &Path) -> PathBuf {
-        todo!()
+        let path = dir.join("kubeconfig");
+        self.write_kubeconfig_to(&path);
+        path
+    }
+    /// Writes a kubeconfig pointing at this server to exactly `path`.
+    pub fn write_kubeconfig_to(&self, path: &Path) {
+        std::fs::write(path, self.kubeconfig())
+            .unwrap_or_else(|e| panic!("writing kubeconfig {}: {e}", path.display()));
+    }
+    /// The kubeconfig text: one cluster, one context, a user with a dummy token.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster:
+    server: {url}
+contexts:
+- name: fake
+  context:
+    cluster: fake
+    user: fake
+    namespace: default
+current-context: fake
+users:
+- name: fake
+  user:
+    token: fake-token
+",
+            url = self.url()
+        )
     }
 
     // Seeding and reading state directly (no request is logged for these).
 
     /// Creates an Active namespace with these labels.
     pub fn add_namespace(&self, name: &str, labels: &[(&str, &str)]) {
-        todo!()
+        let labels: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Value::String((*v).to_owned())))
+            .collect();
+        let ns = serde_json::json!({"metadata": {"name": name, "labels": labels}});
+        self.shared
+            .lock()
+            .store
+            .seed(Resource::Namespaces, ns, "kubectl-create");
     }
     /// Creates a namespace that is Terminating (status.phase and metadata.deletionTimestamp).
     pub fn add_terminating_namespace(&self, name: &str) {
-        todo!()
+        let ns =
+            serde_json::json!({"metadata": {"name": name}, "status": {"phase": "Terminating"}});
+        self.shared
+            .lock()
+            .store
+            .seed(Resource::Namespaces, ns, "kubectl-create");
     }
     /// Stores an object as if `manager` had created it with an Update operation
     /// (POST), giving it a fresh uid and resourceVersion; returns the stored object.
     /// `obj` must carry metadata.name (and metadata.namespace for namespaced resources).
+    ///
+    /// Panics when `obj` lacks metadata.name (or metadata.namespace when namespaced).
     pub fn seed(&self, resource: Resource, obj: Value, manager: &str) -> Value {
-        todo!()
+        self.shared.lock().store.seed(resource, obj, manager)
     }
     pub fn get(&self, resource: Resource, namespace: &str, name: &str) -> Option<Value> {
-        todo!()
+        let inner = self.shared.lock();
+        inner
+            .store
+            .lookup(resource, namespace, name)
+            .map(|s| s.obj.clone())
     }
     /// Deletes the object as a DELETE would (recorded in its history, not in the request log).
+    /// Deleting a namespace removes it and everything in it at once.
     pub fn delete(&self, resource: Resource, namespace: &str, name: &str) {
-        todo!()
+        self.shared
+            .lock()
+            .store
+            .delete_now(resource, namespace, name);
     }
     /// Every version of the object ever stored, in order; `None` where it was deleted.
     pub fn history(&self, resource: Resource, namespace: &str, name: &str) -> Vec<Option<Value>> {
-        todo!()
+        self.shared.lock().store.history(resource, namespace, name)
     }
     pub fn requests(&self) -> Vec<Recorded> {
-        todo!()
+        self.shared.lock().requests.clone()
     }
     /// Count of requests served, even when the log is off.
     pub fn request_count(&self) -> usize {
-        todo!()
+        self.shared
+            .request_count
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
+    /// Rules are tried in the order they were added; the first match applies.
+    ///
+    /// Panics when `fault.path` is not a valid regex.
     pub fn add_fault(&self, fault: Fault) {
-        todo!()
+        let path = Regex::new(&fault.path)
+            .unwrap_or_else(|e| panic!("fault path {:?} is not a regex: {e}", fault.path));
+        let remaining = fault.count;
+        self.shared.lock().faults.push(ActiveFault {
+            fault,
+            path,
+            remaining,
+        });
     }
     /// Right after the next GET of this object is answered, delete it (the in-flight delete).
     pub fn delete_after_next_get(&self, resource: Resource, namespace: &str, name: &str) {
-        todo!()
+        self.shared
+            .lock()
+            .store
+            .add_hook(resource, namespace, name, Hook::Delete);
     }
     /// Right after the next GET of this object is answered, run `change` on the stored
     /// object (as an Update by manager "someone-else", bumping resourceVersion).
@@ -153,10 +465,15 @@ impl FakeCluster {
         name: &str,
         change: impl FnOnce(&mut Value) + Send + 'static,
     ) {
-        todo!()
+        self.shared.lock().store.add_hook(
+            resource,
+            namespace,
+            name,
+            Hook::Change(Box::new(change)),
+        );
     }
     /// The next continue token that is presented is answered with 410 Expired.
     pub fn expire_next_continue(&self) {
-        todo!()
+        self.shared.lock().store.expire_next_continue = true;
     }
 }

@@ -1,0 +1,551 @@
+//! Routing, request decoding, faults, RBAC and the request log.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::rbac::{Attributes, Rbac};
+use super::selector::{FieldSelector, LabelSelector};
+use super::status::{self, ApiError, FieldError};
+use super::store::{ListOptions, PatchType, WriteOptions};
+use super::{Recorded, Resource, Shared};
+
+/// What a path names.
+enum Route {
+    Version,
+    Api,
+    ApiV1,
+    Apis,
+    Healthz,
+    Collection {
+        resource: Resource,
+        namespace: Option<String>,
+    },
+    Item {
+        resource: Resource,
+        namespace: String,
+        name: String,
+    },
+    Unknown,
+}
+
+fn resource_named(plural: &str) -> Option<Resource> {
+    match plural {
+        "namespaces" => Some(Resource::Namespaces),
+        "secrets" => Some(Resource::Secrets),
+        "serviceaccounts" => Some(Resource::ServiceAccounts),
+        _ => None,
+    }
+}
+
+fn route(path: &str) -> Route {
+    let path = path.trim_end_matches('/');
+    match path {
+        "/version" => return Route::Version,
+        "/api" => return Route::Api,
+        "/api/v1" => return Route::ApiV1,
+        "/apis" => return Route::Apis,
+        "/healthz" | "/livez" | "/readyz" => return Route::Healthz,
+        _ => {}
+    }
+    let Some(rest) = path.strip_prefix("/api/v1/") else {
+        return Route::Unknown;
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    match parts.as_slice() {
+        [plural] => match resource_named(plural) {
+            Some(resource) => Route::Collection {
+                resource,
+                namespace: None,
+            },
+            None => Route::Unknown,
+        },
+        ["namespaces", name] => Route::Item {
+            resource: Resource::Namespaces,
+            namespace: String::new(),
+            name: (*name).to_owned(),
+        },
+        ["namespaces", ns, plural] => match resource_named(plural) {
+            Some(resource) if resource != Resource::Namespaces => Route::Collection {
+                resource,
+                namespace: Some((*ns).to_owned()),
+            },
+            _ => Route::Unknown,
+        },
+        ["namespaces", ns, plural, name] => match resource_named(plural) {
+            Some(resource) if resource != Resource::Namespaces => Route::Item {
+                resource,
+                namespace: (*ns).to_owned(),
+                name: (*name).to_owned(),
+            },
+            _ => Route::Unknown,
+        },
+        _ => Route::Unknown,
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                match s
+                    .get(i + 1..i + 3)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or(())
+                {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(raw: &str) -> Query {
+        Query(
+            raw.split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                    (percent_decode(k), percent_decode(v))
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One request as the handler needs it.
+struct Incoming<'a> {
+    method: &'a str,
+    query: Query,
+    content_type: Option<&'a str>,
+    user_agent: &'a str,
+    body: &'a [u8],
+}
+
+fn parse_body(body: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
+    if content_type.is_some_and(|c| c.contains("protobuf")) {
+        return Err(status::unsupported_media_type(
+            content_type.unwrap_or_default(),
+        ));
+    }
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        return Ok(v);
+    }
+    serde_yaml_ng::from_slice::<Value>(body)
+        .map_err(|e| status::bad_request(format!("error decoding YAML: {e}")))
+}
+
+fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
+    let media = content_type
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
+    match media {
+        "application/apply-patch+yaml" => Ok(PatchType::Apply),
+        "application/json-patch+json" => Ok(PatchType::Json),
+        "application/merge-patch+json" => Ok(PatchType::Merge),
+        "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+        _ => Err(status::unsupported_media_type(media)),
+    }
+}
+
+fn patch_options_invalid(error: FieldError) -> ApiError {
+    status::invalid("PatchOptions", "meta.k8s.io", "", &[error])
+}
+
+impl Shared {
+    /// The request's verb for RBAC, as the apiserver's RequestInfo names it.
+    fn verb(method: &str, is_item: bool, query: &Query) -> &'static str {
+        match (method, is_item) {
+            ("GET" | "HEAD", true) => "get",
+            ("GET" | "HEAD", false)
+                if query.get("watch").is_some_and(|w| w == "true" || w == "1") =>
+            {
+                "watch"
+            }
+            ("GET" | "HEAD", false) => "list",
+            ("POST", _) => "create",
+            ("PUT", _) => "update",
+            ("PATCH", _) => "patch",
+            ("DELETE", true) => "delete",
+            ("DELETE", false) => "deletecollection",
+            _ => "unknown",
+        }
+    }
+
+    fn authorize(&self, rbac: &Rbac, route: &Route, req: &Incoming<'_>) -> Result<(), ApiError> {
+        let (resource, namespace, name) = match route {
+            Route::Collection {
+                resource,
+                namespace,
+            } => (*resource, namespace.as_deref().unwrap_or(""), ""),
+            Route::Item {
+                resource: Resource::Namespaces,
+                name,
+                ..
+            } => (Resource::Namespaces, name.as_str(), name.as_str()),
+            Route::Item {
+                resource,
+                namespace,
+                name,
+            } => (*resource, namespace.as_str(), name.as_str()),
+            _ => return Ok(()),
+        };
+        let attrs = Attributes {
+            verb: Self::verb(req.method, !name.is_empty(), &req.query),
+            resource: resource.plural(),
+            namespace,
+            name,
+        };
+        if rbac.allows(&attrs) {
+            return Ok(());
+        }
+        Err(status::forbidden(
+            resource.plural(),
+            name,
+            &Rbac::refusal(&attrs),
+            Vec::new(),
+        ))
+    }
+
+    fn discovery(&self, route: &Route) -> Option<Value> {
+        Some(match route {
+            Route::Version => json!({
+                "major": "1", "minor": "33", "gitVersion": "v1.33.0-fake",
+                "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+                "buildDate": "2025-04-23T00:00:00Z", "goVersion": "go1.24.2", "compiler": "gc",
+                "platform": "linux/amd64"
+            }),
+            Route::Api => json!({
+                "kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": format!("127.0.0.1:{}", self.port)}]
+            }),
+            Route::Apis => json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+            Route::ApiV1 => {
+                let verbs = json!([
+                    "create",
+                    "delete",
+                    "deletecollection",
+                    "get",
+                    "list",
+                    "patch",
+                    "update",
+                    "watch"
+                ]);
+                json!({
+                    "kind": "APIResourceList", "groupVersion": "v1",
+                    "resources": [
+                        {"name": "namespaces", "singularName": "namespace", "namespaced": false, "kind": "Namespace",
+                         "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"], "shortNames": ["ns"]},
+                        {"name": "secrets", "singularName": "secret", "namespaced": true, "kind": "Secret", "verbs": verbs},
+                        {"name": "serviceaccounts", "singularName": "serviceaccount", "namespaced": true,
+                         "kind": "ServiceAccount", "verbs": verbs, "shortNames": ["sa"]}
+                    ]
+                })
+            }
+            _ => return None,
+        })
+    }
+
+    /// Serves one request under the lock; answers (status, body).
+    fn serve(&self, route: &Route, req: &Incoming<'_>) -> Result<(u16, Value), ApiError> {
+        if let Some(body) = self.discovery(route) {
+            return Ok((200, body));
+        }
+        if let Route::Healthz = route {
+            return Ok((200, Value::String("ok".into())));
+        }
+        let dry_run = match req.query.get("dryRun") {
+            None | Some("") => false,
+            Some("All") => true,
+            Some(other) => {
+                return Err(status::bad_request(format!(
+                    "dryRun: Unsupported value: {}: supported values: \"All\"",
+                    json!(other)
+                )));
+            }
+        };
+        let manager = match req.query.get("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => m.to_owned(),
+            None => req
+                .user_agent
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        };
+        let opts = WriteOptions { manager, dry_run };
+        match (route, req.method) {
+            (
+                Route::Collection {
+                    resource,
+                    namespace,
+                },
+                "GET",
+            ) => {
+                if Self::verb("GET", false, &req.query) == "watch" {
+                    return Err(status::method_not_allowed());
+                }
+                let list_opts = ListOptions {
+                    limit: match req.query.get("limit") {
+                        Some(l) => Some(l.parse().map_err(|_| {
+                            status::bad_request(format!("limit: invalid value {l:?}"))
+                        })?),
+                        None => None,
+                    },
+                    continue_token: req
+                        .query
+                        .get("continue")
+                        .filter(|c| !c.is_empty())
+                        .map(str::to_owned),
+                    labels: LabelSelector::parse(
+                        req.query.get("labelSelector").unwrap_or_default(),
+                    )
+                    .map_err(status::bad_request)?,
+                    fields: FieldSelector::parse(
+                        req.query.get("fieldSelector").unwrap_or_default(),
+                    )
+                    .map_err(status::bad_request)?,
+                };
+                let mut state = self.lock();
+                let list =
+                    state
+                        .store
+                        .list(*resource, namespace.as_deref(), &list_opts, self.max_page)?;
+                Ok((200, list))
+            }
+            (
+                Route::Collection {
+                    resource,
+                    namespace,
+                },
+                "POST",
+            ) => {
+                let body = parse_body(req.body, req.content_type)?;
+                if !body.is_object() {
+                    return Err(status::bad_request(
+                        "the body of the request must be an object",
+                    ));
+                }
+                let ns = namespace.clone().unwrap_or_default();
+                let created = self.lock().store.create(*resource, &ns, body, &opts)?;
+                Ok((201, created))
+            }
+            (
+                Route::Item {
+                    resource,
+                    namespace,
+                    name,
+                },
+                method,
+            ) => self.serve_item(*resource, namespace, name, method, req, &opts),
+            (Route::Collection { .. }, _) => Err(status::method_not_allowed()),
+            _ => Err(status::no_such_path()),
+        }
+    }
+
+    fn serve_item(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        method: &str,
+        req: &Incoming<'_>,
+        opts: &WriteOptions,
+    ) -> Result<(u16, Value), ApiError> {
+        match method {
+            "GET" => {
+                let mut state = self.lock();
+                let got = state.store.get(resource, namespace, name);
+                state.store.after_get(resource, namespace, name);
+                Ok((200, got?))
+            }
+            "PUT" => {
+                let body = parse_body(req.body, req.content_type)?;
+                let updated = self
+                    .lock()
+                    .store
+                    .replace(resource, namespace, name, body, opts)?;
+                Ok((200, updated))
+            }
+            "DELETE" => {
+                let body = if req.body.is_empty() {
+                    Value::Null
+                } else {
+                    parse_body(req.body, req.content_type)?
+                };
+                let dry_run = opts.dry_run
+                    || body["dryRun"]
+                        .as_array()
+                        .is_some_and(|d| d.iter().any(|x| x == "All"));
+                let deleted = self.lock().store.delete(
+                    resource,
+                    namespace,
+                    name,
+                    &body["preconditions"],
+                    dry_run,
+                )?;
+                Ok((200, deleted))
+            }
+            "PATCH" => {
+                let patch_type = patch_type(req.content_type)?;
+                let force = match req.query.get("force") {
+                    None => None,
+                    Some(f) => Some(f == "true" || f == "1"),
+                };
+                if patch_type == PatchType::Apply {
+                    if req.query.get("fieldManager").is_none_or(str::is_empty) {
+                        return Err(patch_options_invalid(FieldError::Required {
+                            field: "fieldManager".into(),
+                            detail: "is required for apply patch".into(),
+                        }));
+                    }
+                } else if force.is_some() {
+                    return Err(patch_options_invalid(FieldError::Forbidden {
+                        field: "force".into(),
+                        detail: "may not be specified for non-apply patch".into(),
+                    }));
+                }
+                let body = parse_body(req.body, req.content_type)?;
+                let mut state = self.lock();
+                if patch_type == PatchType::Apply {
+                    state.store.apply(
+                        resource,
+                        namespace,
+                        name,
+                        body,
+                        force.unwrap_or(false),
+                        opts,
+                    )
+                } else {
+                    let patched = state
+                        .store
+                        .patch(resource, namespace, name, patch_type, &body, opts)?;
+                    Ok((200, patched))
+                }
+            }
+            _ => Err(status::method_not_allowed()),
+        }
+    }
+}
+
+/// A response with a JSON body.
+fn respond(code: u16, body: &Value, retry_after: Option<u64>) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
+pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    shared.request_count.fetch_add(1, Ordering::Relaxed);
+    let (parts, body) = request.into_parts();
+    let body = to_bytes(body, 64 << 20).await.unwrap_or_default();
+    let header = |name: header::HeaderName| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let content_type = header(header::CONTENT_TYPE);
+    let path = parts.uri.path();
+    let method = parts.method.as_str();
+
+    if !shared.latency.is_zero() {
+        tokio::time::sleep(shared.latency).await;
+    }
+    let fault = shared.lock().take_fault(method, path);
+    let outcome = match fault {
+        Some((latency, answer)) => {
+            if let Some(latency) = latency {
+                tokio::time::sleep(latency).await;
+            }
+            answer
+        }
+        None => None,
+    };
+    let (code, body_out, retry_after) = match outcome {
+        Some((code, body, retry_after)) => (code, body, retry_after),
+        None => {
+            let req = Incoming {
+                method,
+                query: Query::parse(parts.uri.query().unwrap_or_default()),
+                content_type,
+                user_agent: header(header::USER_AGENT).unwrap_or_default(),
+                body: &body,
+            };
+            let route = route(path);
+            let result = match &shared.rbac {
+                Some(rbac) => shared.authorize(rbac, &route, &req),
+                None => Ok(()),
+            }
+            .and_then(|()| match route {
+                Route::Unknown => Err(status::no_such_path()),
+                _ => shared.serve(&route, &req),
+            });
+            match result {
+                Ok((code, body)) => (code, body, None),
+                Err(e) => (e.code, e.body, e.retry_after),
+            }
+        }
+    };
+    if shared.log_requests {
+        let recorded = Recorded {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            query: parts.uri.query().unwrap_or_default().to_owned(),
+            content_type: content_type.map(str::to_owned),
+            status: code,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        };
+        shared.lock().requests.push(recorded);
+    }
+    respond(code, &body_out, retry_after)
+}
+
+/// The body a fault answers: its own, or a Status like the real one for its code.
+pub(crate) fn fault_answer(
+    code: u16,
+    body: Option<Value>,
+    retry_after: Option<u64>,
+) -> (u16, Value, Option<u64>) {
+    match body {
+        Some(body) => (code, body, retry_after),
+        None => {
+            let e = status::for_code(code, retry_after);
+            (code, e.body, retry_after)
+        }
+    }
+}
