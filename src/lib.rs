@@ -7,6 +7,7 @@ pub mod docker_config;
 pub mod ecr;
 pub mod glob;
 pub mod logging;
+pub mod login;
 pub mod names;
 pub mod namespaces;
 pub mod registry;

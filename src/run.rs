@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::namespaces::{Candidate, Pages};
 use crate::report::{AccountOutcome, Outcome, Report, Summary, exit};
 use crate::secret::{self, Desired, Written};
-use crate::{cluster, ecr, service_accounts};
+use crate::{cluster, ecr, login, service_accounts};
 
 /// Resolves when the run must stop starting work: at the deadline, or on SIGTERM / Ctrl-C.
 /// Yields why.
@@ -59,6 +59,13 @@ pub async fn run(
     let registries = tokens.registries();
     let expires_at = tokens.expires_at();
     info!(registries = %registries.join(","), token_expires_at = %expires_at, regions = tokens.0.len(), "ECR tokens fetched");
+
+    if config.verify_login {
+        if let Err(e) = login::verify(&tokens).await {
+            error!(error = %e, "login check failed: nothing was written");
+            return exit::UNAVAILABLE;
+        }
+    }
 
     let (client, url) = match cluster::connect().await {
         Ok(connected) => connected,
