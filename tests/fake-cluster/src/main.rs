@@ -16,6 +16,7 @@ const USAGE: &str =
   --kubeconfig PATH  where to write the kubeconfig (default ./fake-cluster.kubeconfig)
   --latency D        added latency per API request, e.g. 5ms, 1s (default 0)";
 
+#[derive(Debug)]
 struct Args {
     namespaces: usize,
     port: u16,
