@@ -35,13 +35,12 @@ fn apply_creates_an_absent_secret_with_201_and_a_fresh_uid() {
     assert_eq!(r.status, 201);
     let uid = r.body["metadata"]["uid"].as_str().unwrap();
     assert_eq!(uid.len(), 36);
-    assert_eq!(
+    assert!(
         r.body["metadata"]["resourceVersion"]
             .as_str()
             .unwrap()
             .parse::<u64>()
-            .is_ok(),
-        true
+            .is_ok()
     );
     assert_eq!(
         owners(&r.body, &["f:data", "f:.dockerconfigjson"]),

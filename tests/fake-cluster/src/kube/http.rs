@@ -417,10 +417,7 @@ impl Shared {
             }
             "PATCH" => {
                 let patch_type = patch_type(req.content_type)?;
-                let force = match req.query.get("force") {
-                    None => None,
-                    Some(f) => Some(f == "true" || f == "1"),
-                };
+                let force = req.query.get("force").map(|f| f == "true" || f == "1");
                 if patch_type == PatchType::Apply {
                     if req.query.get("fieldManager").is_none_or(str::is_empty) {
                         return Err(patch_options_invalid(FieldError::Required {

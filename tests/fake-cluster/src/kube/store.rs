@@ -546,10 +546,10 @@ impl Store {
         let mut last: Option<&Key> = None;
         let mut more = false;
         for (k, stored) in map.range((start, std::ops::Bound::Unbounded)) {
-            if let Some(ns) = namespace.filter(|_| resource != Resource::Namespaces) {
-                if k.0 != ns {
-                    break;
-                }
+            if let Some(ns) = namespace.filter(|_| resource != Resource::Namespaces)
+                && k.0 != ns
+            {
+                break;
             }
             if !opts.labels.matches(&stored.obj) || !opts.fields.matches(&stored.obj) {
                 continue;
@@ -581,12 +581,12 @@ impl Store {
         mut body: Value,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
-        if resource != Resource::Namespaces {
-            if meta_str(&body, "namespace").is_some_and(|ns| ns != namespace) {
-                return Err(status::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
+        if resource != Resource::Namespaces
+            && meta_str(&body, "namespace").is_some_and(|ns| ns != namespace)
+        {
+            return Err(status::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
         if meta_str(&body, "resourceVersion").is_some() {
             return Err(ApiError::new(
@@ -654,10 +654,10 @@ impl Store {
                 "the body of the request must be an object",
             ));
         }
-        if let Some(rv) = meta_str(&new, "resourceVersion") {
-            if Some(rv) != meta_str(&live.obj, "resourceVersion") {
-                return Err(status::conflict(resource.plural(), name, status::MODIFIED));
-            }
+        if let Some(rv) = meta_str(&new, "resourceVersion")
+            && Some(rv) != meta_str(&live.obj, "resourceVersion")
+        {
+            return Err(status::conflict(resource.plural(), name, status::MODIFIED));
         }
         fold_string_data(resource, &mut new);
         {
@@ -843,10 +843,10 @@ impl Store {
                 Some(details),
             )
         })?;
-        if let Some(rv) = rv {
-            if Some(rv.as_str()) != meta_str(&live.obj, "resourceVersion") {
-                return Err(status::conflict(resource.plural(), name, status::MODIFIED));
-            }
+        if let Some(rv) = rv
+            && Some(rv.as_str()) != meta_str(&live.obj, "resourceVersion")
+        {
+            return Err(status::conflict(resource.plural(), name, status::MODIFIED));
         }
         let mut obj = applied.obj;
         if let Some(uid) = uid {
