@@ -1,0 +1,145 @@
+//! The manifests and the README name the variables the binary reads, and no others.
+//!
+//! A variable renamed in `src/config.rs` but not in `manifests/` would make every
+//! deployed run fail with "not a variable ecr-refresh knows" (exit 2); one added to
+//! the code but not to the CronJob would never be seen by an operator. These tests
+//! scan the text for `ECR_REFRESH_[A-Z0-9_]+` by hand: no YAML parser is needed for that.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use ecr_refresh::config::VARIABLES;
+
+const PREFIX: &str = "ECR_REFRESH_";
+
+/// The test suite's own variables: documented for developers, never set in a manifest.
+const TEST_VARIABLES: &[&str] = &["ECR_REFRESH_E2E_KUBECONFIG"];
+
+/// The CronJob every variant is built from: it shows every variable with its default.
+const BASE_CRONJOB: &str = "manifests/base/cronjob.yaml";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// Every `ECR_REFRESH_[A-Z0-9_]+` in `text` (digits too: `ECR_REFRESH_E2E_KUBECONFIG`), not preceded by an identifier character.
+fn variables_in(text: &str) -> BTreeSet<String> {
+    let bytes = text.as_bytes();
+    let mut found = BTreeSet::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find(PREFIX).map(|i| from + i) {
+        let start_of_word =
+            at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+        let mut end = at + PREFIX.len();
+        while end < bytes.len()
+            && (bytes[end].is_ascii_uppercase()
+                || bytes[end].is_ascii_digit()
+                || bytes[end] == b'_')
+        {
+            end += 1;
+        }
+        let name = text[at..end].trim_end_matches('_');
+        if start_of_word && name.len() > PREFIX.len() {
+            found.insert(name.to_owned());
+        }
+        from = end.max(at + 1);
+    }
+    found
+}
+
+/// The names of the container's `env` entries: lines like `- name: ECR_REFRESH_X`.
+/// Comments don't count: a variable must be set, not only mentioned.
+fn env_names_in(yaml: &str) -> BTreeSet<String> {
+    yaml.lines()
+        .map(str::trim_start)
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.strip_prefix("- name:"))
+        .map(|name| name.trim().trim_matches(['"', '\'']).to_owned())
+        .collect()
+}
+
+fn yaml_files(dir: &Path, into: &mut Vec<PathBuf>) {
+    let entries = fs::read_dir(dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            yaml_files(&path, into);
+        } else if matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        ) {
+            into.push(path);
+        }
+    }
+}
+
+fn documents() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    yaml_files(&repo().join("manifests"), &mut files);
+    assert!(
+        !files.is_empty(),
+        "no YAML files found under manifests/: the scan would prove nothing"
+    );
+    files.push(repo().join("README.md"));
+    files.sort();
+    files
+}
+
+#[test]
+fn every_variable_the_manifests_and_readme_name_is_one_ecr_refresh_reads() {
+    let mut unknown = Vec::new();
+    for file in documents() {
+        for name in variables_in(&read(&file)) {
+            if !VARIABLES.contains(&name.as_str()) && !TEST_VARIABLES.contains(&name.as_str()) {
+                let shown = file.strip_prefix(repo()).unwrap_or(&file).display();
+                unknown.push(format!("{name} in {shown}"));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "variables ecr-refresh would refuse (exit 2), not in ecr_refresh::config::VARIABLES:\n  {}",
+        unknown.join("\n  ")
+    );
+}
+
+#[test]
+fn the_base_cronjob_sets_every_variable_ecr_refresh_reads() {
+    let set = env_names_in(&read(&repo().join(BASE_CRONJOB)));
+    let missing: Vec<_> = VARIABLES.iter().filter(|v| !set.contains(**v)).collect();
+    assert!(
+        missing.is_empty(),
+        "{BASE_CRONJOB} has no env entry (with its default and a comment) for {missing:?}"
+    );
+}
+
+#[test]
+fn the_readme_documents_every_variable_ecr_refresh_reads() {
+    let named = variables_in(&read(&repo().join("README.md")));
+    let missing: Vec<_> = VARIABLES.iter().filter(|v| !named.contains(**v)).collect();
+    assert!(missing.is_empty(), "README.md does not mention {missing:?}");
+}
+
+#[test]
+fn the_scan_finds_whole_variable_names_only() {
+    let text = "ECR_REFRESH_TIMEOUT=5m, `ECR_REFRESH_*` variables, XECR_REFRESH_NOPE, \
+                ECR_REFRESH_DRY_RUN_, ECR_REFRESH_E2E_KUBECONFIG and ECR_REFRESH_";
+    let found: Vec<_> = variables_in(text).into_iter().collect();
+    assert_eq!(
+        found,
+        [
+            "ECR_REFRESH_DRY_RUN",
+            "ECR_REFRESH_E2E_KUBECONFIG",
+            "ECR_REFRESH_TIMEOUT"
+        ]
+    );
+
+    let yaml = "env:\n  # - name: ECR_REFRESH_A\n  - name: ECR_REFRESH_B\n  - name: \"RUST_LOG\"\n";
+    let names: Vec<_> = env_names_in(yaml).into_iter().collect();
+    assert_eq!(names, ["ECR_REFRESH_B", "RUST_LOG"]);
+}
