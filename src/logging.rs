@@ -1,6 +1,8 @@
 //! Structured logs: text for people, JSON (one object per line, fields at the top level)
 //! for log pipelines.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
@@ -14,6 +16,8 @@ pub fn init(format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        // Colour codes are noise in `kubectl logs`: only for a terminal.
+        .with_ansi(std::io::stdout().is_terminal())
         .with_writer(std::io::stdout);
     match format {
         LogFormat::Text => builder.init(),

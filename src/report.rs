@@ -181,8 +181,10 @@ mod tests {
         assert_eq!(r.exit_code(), exit::FAILED);
         assert_eq!(r.failed, ["d"]);
 
-        let mut incomplete = Report::default();
-        incomplete.listing_incomplete = true;
+        let incomplete = Report {
+            listing_incomplete: true,
+            ..Report::default()
+        };
         assert_eq!(incomplete.exit_code(), exit::FAILED);
     }
 

@@ -60,11 +60,11 @@ pub async fn run(
     let expires_at = tokens.expires_at();
     info!(registries = %registries.join(","), token_expires_at = %expires_at, regions = tokens.0.len(), "ECR tokens fetched");
 
-    if config.verify_login {
-        if let Err(e) = login::verify(&tokens).await {
-            error!(error = %e, "login check failed: nothing was written");
-            return exit::UNAVAILABLE;
-        }
+    if config.verify_login
+        && let Err(e) = login::verify(&tokens).await
+    {
+        error!(error = %e, "login check failed: nothing was written");
+        return exit::UNAVAILABLE;
     }
 
     let (client, url) = match cluster::connect().await {
@@ -291,9 +291,23 @@ fn log_written(namespace: &str, secret: &str, w: &Written, accounts: &str, accou
         }
         Outcome::Failed => "namespace failed",
     };
+    // Fields that say nothing in the common case are left out of the line.
+    let accounts = (!accounts.is_empty()).then_some(accounts);
+    let kept_entries = (w.kept_entries > 0).then_some(w.kept_entries);
     let dropped = w.dropped_entries.join(",");
+    let dropped_entries = (!dropped.is_empty()).then_some(dropped.as_str());
     if account_error.is_empty() {
-        info!(namespace, secret, outcome, uid_before, uid_after, service_accounts = accounts, kept_entries = w.kept_entries, dropped_entries = %dropped, "{message}");
+        info!(
+            namespace,
+            secret,
+            outcome,
+            uid_before,
+            uid_after,
+            service_accounts = accounts,
+            kept_entries,
+            dropped_entries,
+            "{message}"
+        );
     } else {
         error!(
             namespace,

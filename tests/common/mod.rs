@@ -1,0 +1,219 @@
+//! The one helper every process-level test shares: a fresh fake cluster and fake ECR per test,
+//! and the built `ecr-refresh` binary run against them.
+//!
+//! Every run is checked for the two things no test may ever see: a DELETE in the request log,
+//! and a token handed out by the fake ECR anywhere in the binary's output.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use base64::Engine as _;
+use fake_cluster::{FakeCluster, FakeEcr, Resource};
+use serde_json::{Value, json};
+
+pub const SECRET: &str = "aws-ecr-token";
+pub const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+pub const REGION: &str = "us-east-1";
+
+pub struct Harness {
+    pub cluster: FakeCluster,
+    pub ecr: FakeEcr,
+    pub dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Self::with(FakeCluster::start())
+    }
+
+    pub fn with(cluster: FakeCluster) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let kubeconfig = cluster.write_kubeconfig(dir.path());
+        Self {
+            cluster,
+            ecr: FakeEcr::start(),
+            dir,
+            kubeconfig,
+        }
+    }
+
+    pub fn namespaces(&self, names: &[&str]) {
+        for name in names {
+            self.cluster.add_namespace(name, &[]);
+        }
+    }
+
+    pub fn termination_log(&self) -> PathBuf {
+        self.dir.path().join("termination-log")
+    }
+
+    /// The binary's environment: the fakes, JSON logs, and nothing from the developer's shell.
+    pub fn command(&self, env: &[(&str, &str)]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ecr-refresh"));
+        command
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path())
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("AWS_ENDPOINT_URL_ECR", self.ecr.url())
+            .env("AWS_REGION", REGION)
+            .env("AWS_ACCESS_KEY_ID", "AKIDFAKE")
+            .env("AWS_SECRET_ACCESS_KEY", "fake-secret")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("ECR_REFRESH_LOG_FORMAT", "json")
+            .env("ECR_REFRESH_REGISTRIES", REGISTRY)
+            .env("ECR_REFRESH_TERMINATION_LOG", self.termination_log())
+            .env("RUST_LOG", "info");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        command
+    }
+
+    /// Runs the binary to completion and checks what every run must hold.
+    pub fn run(&self, env: &[(&str, &str)]) -> Run {
+        let output = self.command(env).output().expect("ecr-refresh runs");
+        self.checked(output)
+    }
+
+    pub fn checked(&self, output: Output) -> Run {
+        let run = Run::from(output);
+        for password in self.ecr.passwords_issued() {
+            assert!(
+                !run.stdout.contains(&password) && !run.stderr.contains(&password),
+                "a token reached the output:\n{}{}",
+                run.stdout,
+                run.stderr
+            );
+        }
+        let deletes: Vec<String> = self
+            .cluster
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "DELETE")
+            .map(|r| r.path)
+            .collect();
+        assert!(deletes.is_empty(), "ecr-refresh sent a DELETE: {deletes:?}");
+        run
+    }
+
+    pub fn secret(&self, namespace: &str) -> Option<Value> {
+        self.cluster.get(Resource::Secrets, namespace, SECRET)
+    }
+
+    /// Seeds a Secret as another tool would have made it.
+    pub fn seed_secret(&self, namespace: &str, manager: &str, body: Value) -> Value {
+        let mut body = body;
+        body["apiVersion"] = json!("v1");
+        body["kind"] = json!("Secret");
+        body["metadata"]["name"] = json!(SECRET);
+        body["metadata"]["namespace"] = json!(namespace);
+        self.cluster.seed(Resource::Secrets, body, manager)
+    }
+
+    /// Requests to a path that ends with `suffix`.
+    pub fn requests_to(&self, method: &str, suffix: &str) -> usize {
+        self.cluster
+            .requests()
+            .iter()
+            .filter(|r| r.method == method && r.path.ends_with(suffix))
+            .count()
+    }
+}
+
+/// What one run printed and how it ended.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub lines: Vec<Value>,
+}
+
+impl From<Output> for Run {
+    fn from(output: Output) -> Self {
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let lines = stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON log line ({e}): {l}"))
+            })
+            .collect();
+        Self {
+            code: output.status.code().unwrap_or(-1),
+            stdout,
+            stderr,
+            lines,
+        }
+    }
+}
+
+impl Run {
+    /// The per-namespace line.
+    pub fn line(&self, namespace: &str) -> &Value {
+        let lines: Vec<&Value> = self
+            .lines
+            .iter()
+            .filter(|l| l["namespace"] == namespace && l.get("outcome").is_some())
+            .collect();
+        assert_eq!(lines.len(), 1, "one line for {namespace}:\n{}", self.stdout);
+        lines[0]
+    }
+
+    pub fn outcome(&self, namespace: &str) -> &str {
+        self.line(namespace)["outcome"].as_str().unwrap_or_default()
+    }
+
+    pub fn summary(&self) -> &Value {
+        self.lines
+            .iter()
+            .rev()
+            .find(|l| l.get("elapsed_ms").is_some())
+            .unwrap_or_else(|| panic!("no summary line:\n{}", self.stdout))
+    }
+
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code, code,
+            "exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+/// The `.dockerconfigjson` of a stored Secret, parsed.
+pub fn docker_config(secret: &Value) -> Value {
+    serde_json::from_slice(&docker_config_bytes(secret)).expect("docker config JSON")
+}
+
+pub fn docker_config_bytes(secret: &Value) -> Vec<u8> {
+    let encoded = secret["data"][".dockerconfigjson"]
+        .as_str()
+        .expect(".dockerconfigjson");
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64")
+}
+
+pub fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+pub fn uid(obj: &Value) -> String {
+    obj["metadata"]["uid"].as_str().expect("a uid").to_owned()
+}
+
+/// The password our entry for `host` holds.
+pub fn password(secret: &Value, host: &str) -> String {
+    docker_config(secret)["auths"][host]["password"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no entry for {host} in {secret}"))
+        .to_owned()
+}
+
+pub fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write a test file");
+}

@@ -1,0 +1,913 @@
+//! A run against the fake cluster and fake ECR: each test one behaviour of the refresh.
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use common::*;
+use fake_cluster::{EcrFault, FakeCluster, Fault, Resource};
+use serde_json::{Value, json};
+
+#[test]
+fn a_first_run_creates_the_pull_secret_in_every_namespace() {
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b"]);
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    for ns in ["team-a", "team-b"] {
+        assert_eq!(run.outcome(ns), "created");
+        let line = run.line(ns);
+        assert_eq!(line["secret"], SECRET);
+        assert_eq!(line["uid_before"], "-");
+        let secret = h.secret(ns).expect("the Secret exists");
+        assert_eq!(line["uid_after"], uid(&secret));
+        assert_eq!(secret["type"], "kubernetes.io/dockerconfigjson");
+        assert_eq!(
+            secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "ecr-refresh"
+        );
+        assert_eq!(
+            secret["metadata"]["annotations"]["ecr-refresh/registries"],
+            REGISTRY
+        );
+        let expires = secret["metadata"]["annotations"]["ecr-refresh/token-expires-at"]
+            .as_str()
+            .unwrap();
+        assert!(
+            expires.ends_with('Z') && expires.contains('T'),
+            "RFC 3339: {expires}"
+        );
+        let entry = &docker_config(&secret)["auths"][REGISTRY];
+        let pw = entry["password"].as_str().unwrap();
+        assert_eq!(entry["username"], "AWS");
+        assert_eq!(entry["auth"], b64(&format!("AWS:{pw}")));
+        assert!(h.ecr.passwords_issued().contains(&pw.to_owned()));
+    }
+    let summary = run.summary();
+    assert_eq!(summary["created"], 2);
+    assert_eq!(summary["failed"], 0);
+    assert_eq!(summary["registries"], REGISTRY);
+}
+
+#[test]
+fn two_runs_keep_every_uid_and_rotate_the_password() {
+    let h = Harness::new();
+    h.namespaces(&["a", "b", "c"]);
+    h.run(&[]).expect_code(0);
+    let first: Vec<(String, String)> = ["a", "b", "c"]
+        .iter()
+        .map(|ns| {
+            let s = h.secret(ns).unwrap();
+            (uid(&s), password(&s, REGISTRY))
+        })
+        .collect();
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    for (ns, (uid_before, password_before)) in ["a", "b", "c"].iter().zip(first) {
+        assert_eq!(run.outcome(ns), "updated");
+        let secret = h.secret(ns).unwrap();
+        assert_eq!(uid(&secret), uid_before, "{ns}: same uid");
+        assert_eq!(run.line(ns)["uid_before"], uid_before);
+        assert_eq!(run.line(ns)["uid_after"], uid_before);
+        assert_ne!(
+            password(&secret, REGISTRY),
+            password_before,
+            "{ns}: fresh password"
+        );
+        let history = h.cluster.history(Resource::Secrets, ns, SECRET);
+        assert_eq!(history.len(), 2, "{ns}: created once, updated once");
+        assert!(history.iter().all(Option::is_some), "{ns}: never absent");
+    }
+    // The update path is a read and an apply, nothing else.
+    assert_eq!(h.requests_to("GET", &format!("/secrets/{SECRET}")), 6);
+    assert_eq!(h.requests_to("PATCH", &format!("/secrets/{SECRET}")), 3);
+    let apply = h
+        .cluster
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "PATCH")
+        .unwrap();
+    assert_eq!(
+        apply.content_type.as_deref(),
+        Some("application/apply-patch+yaml")
+    );
+    assert!(
+        apply.query.contains("fieldManager=ecr-refresh") && apply.query.contains("force=true"),
+        "{}",
+        apply.query
+    );
+    let body: Value = serde_json::from_str(&apply.body).unwrap();
+    assert!(
+        body["metadata"]["uid"].is_string(),
+        "the apply names the uid it read: {body}"
+    );
+}
+
+#[test]
+fn a_secret_deleted_right_after_our_read_is_recreated_fresh_without_the_deleted_entries() {
+    let h = Harness::new();
+    h.namespaces(&["shop"]);
+    let old = h.seed_secret(
+        "shop",
+        "kubectl-create",
+        json!({
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": { ".dockerconfigjson": b64(r#"{"auths":{"ghcr.io":{"auth":"b2xkOnNlY3JldA=="}}}"#) }
+        }),
+    );
+    h.cluster
+        .delete_after_next_get(Resource::Secrets, "shop", SECRET);
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("shop"), "recreated");
+    let secret = h.secret("shop").expect("the Secret exists again");
+    assert_ne!(uid(&secret), uid(&old));
+    assert_eq!(run.line("shop")["uid_before"], uid(&old));
+    assert_eq!(run.line("shop")["uid_after"], uid(&secret));
+    let auths = docker_config(&secret)["auths"].clone();
+    assert!(
+        auths.get("ghcr.io").is_none(),
+        "nothing of the deleted object comes back: {auths}"
+    );
+    assert!(
+        h.ecr
+            .passwords_issued()
+            .contains(&password(&secret, REGISTRY))
+    );
+    // The apply named the deleted uid and was refused; a POST made the new one.
+    let statuses: Vec<(String, u16)> = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with(SECRET) || r.path.ends_with("/secrets"))
+        .map(|r| (r.method.clone(), r.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("GET".into(), 200),
+            ("PATCH".into(), 409),
+            ("GET".into(), 404),
+            ("POST".into(), 201)
+        ]
+    );
+}
+
+#[test]
+fn foreign_auths_entries_survive_byte_for_byte() {
+    let h = Harness::new();
+    h.namespaces(&["ci"]);
+    let foreign = r#"{"auth":"dXNlcjpwYXNz",  "email" : "ci@example.com"}"#;
+    let value = format!(r#"{{"auths":{{"ghcr.io":{foreign},"{REGISTRY}":{{"auth":"b2xk"}}}}}}"#);
+    h.seed_secret(
+        "ci",
+        "helm",
+        json!({ "type": "kubernetes.io/dockerconfigjson", "data": { ".dockerconfigjson": b64(&value), "extra": b64("keep me") } }),
+    );
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("ci"), "updated");
+    assert_eq!(run.line("ci")["kept_entries"], 1);
+    let secret = h.secret("ci").unwrap();
+    let text = String::from_utf8(docker_config_bytes(&secret)).unwrap();
+    assert!(text.contains(&format!(r#""ghcr.io":{foreign}"#)), "{text}");
+    assert_ne!(password(&secret, REGISTRY), "old");
+    assert_eq!(
+        secret["data"]["extra"],
+        b64("keep me"),
+        "other data keys stay"
+    );
+    // The value carried cluster data, so the apply was pinned to the resourceVersion read.
+    let apply = h
+        .cluster
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "PATCH")
+        .unwrap();
+    let body: Value = serde_json::from_str(&apply.body).unwrap();
+    assert!(body["metadata"]["resourceVersion"].is_string(), "{body}");
+}
+
+#[test]
+fn a_change_between_our_read_and_our_write_is_not_lost() {
+    let h = Harness::new();
+    h.namespaces(&["ci"]);
+    let value = r#"{"auths":{"ghcr.io":{"auth":"Z2g6MQ=="}}}"#;
+    h.seed_secret("ci", "helm", json!({ "type": "kubernetes.io/dockerconfigjson", "data": { ".dockerconfigjson": b64(value) } }));
+    // Someone adds quay.io right after our read: our apply, pinned to what we read, must not erase it.
+    h.cluster
+        .change_after_next_get(Resource::Secrets, "ci", SECRET, |secret| {
+            let changed =
+                r#"{"auths":{"ghcr.io":{"auth":"Z2g6MQ=="},"quay.io":{"auth":"cXVheToy"}}}"#;
+            secret["data"][".dockerconfigjson"] = json!(b64(changed));
+        });
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("ci"), "updated");
+    let auths = docker_config(&h.secret("ci").unwrap())["auths"].clone();
+    assert_eq!(auths["quay.io"]["auth"], "cXVheToy", "{auths}");
+    assert_eq!(auths["ghcr.io"]["auth"], "Z2g6MQ==");
+    assert!(auths.get(REGISTRY).is_some());
+    let conflicts = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.status == 409)
+        .count();
+    assert_eq!(
+        conflicts, 1,
+        "the stale apply was refused once, then retried on a fresh read"
+    );
+}
+
+#[test]
+fn entries_we_wrote_for_a_registry_no_longer_configured_are_removed() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    let other = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
+    h.run(&[("ECR_REFRESH_REGISTRIES", &format!("{REGISTRY},{other}"))])
+        .expect_code(0);
+    let both = docker_config(&h.secret("a").unwrap());
+    assert!(both["auths"].get(other).is_some());
+    assert_eq!(h.ecr.calls().len(), 2, "one call per region");
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    let secret = h.secret("a").unwrap();
+    let auths = docker_config(&secret)["auths"].clone();
+    assert!(auths.get(other).is_none(), "{auths}");
+    assert!(auths.get(REGISTRY).is_some());
+    assert_eq!(
+        secret["metadata"]["annotations"]["ecr-refresh/registries"],
+        REGISTRY
+    );
+    assert_eq!(run.line("a")["dropped_entries"], other);
+}
+
+#[test]
+fn one_token_call_per_region_names_that_regions_accounts() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    let same_region = "111111111111.dkr.ecr.us-east-1.amazonaws.com";
+    let other_region = "222222222222.dkr.ecr.eu-west-1.amazonaws.com";
+
+    h.run(&[(
+        "ECR_REFRESH_REGISTRIES",
+        &format!("{REGISTRY},{same_region},{other_region}"),
+    )])
+    .expect_code(0);
+
+    let mut calls = h.ecr.calls();
+    calls.sort();
+    assert_eq!(
+        calls,
+        [
+            ("eu-west-1".to_owned(), vec!["222222222222".to_owned()]),
+            (
+                "us-east-1".to_owned(),
+                vec!["123456789012".to_owned(), "111111111111".to_owned()]
+            ),
+        ]
+    );
+    let auths = docker_config(&h.secret("a").unwrap())["auths"].clone();
+    assert_eq!(
+        auths[REGISTRY]["password"], auths[same_region]["password"],
+        "one token serves the region"
+    );
+    assert_ne!(auths[REGISTRY]["password"], auths[other_region]["password"]);
+}
+
+#[test]
+fn without_registries_the_callers_own_registry_in_aws_region_is_used() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+
+    let run = h.run(&[("ECR_REFRESH_REGISTRIES", "")]);
+
+    run.expect_code(0);
+    assert_eq!(h.ecr.calls(), [(REGION.to_owned(), vec![])]);
+    assert!(
+        docker_config(&h.secret("a").unwrap())["auths"]
+            .get(REGISTRY)
+            .is_some()
+    );
+}
+
+#[test]
+fn a_secret_of_another_type_is_refused_and_left_untouched() {
+    let h = Harness::new();
+    h.namespaces(&["a", "b"]);
+    let opaque = h.seed_secret(
+        "a",
+        "kubectl-create",
+        json!({ "type": "Opaque", "data": { "password": b64("db") } }),
+    );
+
+    let run = h.run(&[]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("a"), "failed");
+    let error = run.line("a")["error"].as_str().unwrap();
+    assert!(
+        error.contains("type Opaque") && error.contains("ECR_REFRESH_SECRET_NAME"),
+        "{error}"
+    );
+    assert_eq!(h.secret("a").unwrap(), opaque, "untouched");
+    assert_eq!(
+        run.outcome("b"),
+        "created",
+        "one namespace's failure never stops the others"
+    );
+    assert_eq!(
+        h.requests_to("PATCH", "/namespaces/a/secrets/aws-ecr-token"),
+        0
+    );
+}
+
+#[test]
+fn an_immutable_secret_is_refused_and_left_untouched() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    let frozen = h.seed_secret(
+        "a",
+        "kubectl-create",
+        json!({ "type": "kubernetes.io/dockerconfigjson", "immutable": true, "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) } }),
+    );
+
+    let run = h.run(&[]);
+
+    run.expect_code(1);
+    assert!(
+        run.line("a")["error"]
+            .as_str()
+            .unwrap()
+            .contains("immutable")
+    );
+    assert_eq!(h.secret("a").unwrap(), frozen);
+}
+
+#[test]
+fn a_secret_from_the_kubectl_loop_is_adopted_in_place_and_its_copy_of_the_old_password_removed() {
+    let h = Harness::new();
+    h.namespaces(&["legacy"]);
+    let value = format!(
+        r#"{{"auths":{{"https://{REGISTRY}":{{"username":"AWS","password":"OLD-PASSWORD","auth":"{}"}}}}}}"#,
+        b64("AWS:OLD-PASSWORD")
+    );
+    let last_applied = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": { "name": SECRET, "namespace": "legacy" },
+        "data": { ".dockerconfigjson": b64(&value) }
+    })
+    .to_string();
+    let old = h.seed_secret(
+        "legacy",
+        "kubectl-client-side-apply",
+        json!({
+            "metadata": { "annotations": { "kubectl.kubernetes.io/last-applied-configuration": last_applied } },
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": { ".dockerconfigjson": b64(&value) }
+        }),
+    );
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("legacy"), "updated");
+    assert!(
+        run.line("legacy")["message"]
+            .as_str()
+            .unwrap()
+            .contains("last-applied")
+    );
+    let secret = h.secret("legacy").unwrap();
+    assert_eq!(uid(&secret), uid(&old), "adopted in place");
+    let annotations = secret["metadata"]["annotations"].as_object().unwrap();
+    assert!(!annotations.contains_key("kubectl.kubernetes.io/last-applied-configuration"));
+    let auths = docker_config(&secret)["auths"].clone();
+    assert!(
+        auths.get(format!("https://{REGISTRY}")).is_none(),
+        "the https:// key is recognised as ours: {auths}"
+    );
+    assert!(!secret.to_string().contains(&b64("AWS:OLD-PASSWORD")));
+    assert!(
+        !String::from_utf8(docker_config_bytes(&secret))
+            .unwrap()
+            .contains("OLD-PASSWORD")
+    );
+    // The removal was a JSON patch pinned to the resourceVersion it saw.
+    let patch = h
+        .cluster
+        .requests()
+        .into_iter()
+        .find(|r| r.content_type.as_deref() == Some("application/json-patch+json"))
+        .expect("a JSON patch");
+    assert!(
+        patch.body.contains(r#""op":"test""#) && patch.body.contains("/metadata/resourceVersion"),
+        "{}",
+        patch.body
+    );
+}
+
+#[test]
+fn terminating_namespaces_are_skipped_with_that_reason() {
+    let h = Harness::new();
+    h.namespaces(&["live"]);
+    h.cluster.add_terminating_namespace("going");
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("going"), "skipped");
+    assert_eq!(run.line("going")["reason"], "namespace is terminating");
+    assert_eq!(
+        h.requests_to("GET", "/namespaces/going/secrets/aws-ecr-token"),
+        0
+    );
+    assert_eq!(run.outcome("live"), "created");
+}
+
+#[test]
+fn a_literal_namespace_that_is_terminating_is_skipped_on_the_servers_refusal() {
+    let h = Harness::new();
+    h.cluster.add_terminating_namespace("going");
+
+    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "going")]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("going"), "skipped");
+    assert_eq!(run.line("going")["reason"], "namespace is terminating");
+    assert!(h.secret("going").is_none());
+}
+
+#[test]
+fn a_forbidden_namespace_fails_alone() {
+    let h = Harness::new();
+    h.namespaces(&["open", "locked"]);
+    h.cluster.add_fault(Fault::new(
+        "GET",
+        "^/api/v1/namespaces/locked/secrets/",
+        403,
+    ));
+
+    let run = h.run(&[]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("open"), "created");
+    assert_eq!(run.outcome("locked"), "failed");
+    let error = run.line("locked")["error"].as_str().unwrap();
+    assert!(
+        error.contains("forbidden") && error.contains("manifests/"),
+        "{error}"
+    );
+    assert_eq!(run.summary()["failed"], 1);
+    let message: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert_eq!(message["failed"], json!(["locked"]));
+}
+
+#[test]
+fn throttling_is_retried_after_the_servers_retry_after_then_succeeds() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    h.run(&[]).expect_code(0);
+    h.cluster
+        .add_fault(Fault::new("GET", "/secrets/", 503).times(1));
+    h.cluster.add_fault(
+        Fault::new("PATCH", "/secrets/", 429)
+            .retry_after(1)
+            .times(2),
+    );
+
+    let started = std::time::Instant::now();
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("a"), "updated");
+    let patches: Vec<u16> = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        patches,
+        [429, 429, 200],
+        "the first run created with POST; these are the second run's"
+    );
+    let gets: Vec<u16> = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with(SECRET))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(gets, [404, 503, 200]);
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "Retry-After was honoured"
+    );
+}
+
+#[test]
+fn namespaces_are_selected_by_glob_and_exclusion() {
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b", "team-b-old", "ops", "kube-system"]);
+
+    let run = h.run(&[
+        ("ECR_REFRESH_NAMESPACES", "team-*,ops"),
+        ("ECR_REFRESH_EXCLUDE_NAMESPACES", "*-old"),
+    ]);
+
+    run.expect_code(0);
+    for ns in ["team-a", "team-b", "ops"] {
+        assert!(h.secret(ns).is_some(), "{ns}");
+    }
+    for ns in ["team-b-old", "kube-system"] {
+        assert!(h.secret(ns).is_none(), "{ns}");
+        assert_eq!(
+            h.requests_to("GET", &format!("/namespaces/{ns}/secrets/{SECRET}")),
+            0
+        );
+    }
+    assert_eq!(run.summary()["namespaces"], 3);
+}
+
+#[test]
+fn namespaces_are_narrowed_by_the_label_selector_on_the_server() {
+    let h = Harness::new();
+    h.cluster.add_namespace("prod-a", &[("env", "prod")]);
+    h.cluster.add_namespace("dev-a", &[("env", "dev")]);
+
+    let run = h.run(&[("ECR_REFRESH_NAMESPACE_SELECTOR", "env=prod")]);
+
+    run.expect_code(0);
+    assert!(h.secret("prod-a").is_some());
+    assert!(h.secret("dev-a").is_none());
+    let list = h
+        .cluster
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/api/v1/namespaces")
+        .unwrap();
+    assert!(
+        list.query.contains("labelSelector=env%3Dprod"),
+        "{}",
+        list.query
+    );
+}
+
+#[test]
+fn literal_names_are_refreshed_without_listing_namespaces() {
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b", "team-c"]);
+
+    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-a,team-b")]);
+
+    run.expect_code(0);
+    assert!(h.secret("team-a").is_some() && h.secret("team-b").is_some());
+    assert!(h.secret("team-c").is_none());
+    let lists = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v1/namespaces")
+        .count();
+    assert_eq!(lists, 0, "namespace-scoped RBAC suffices");
+}
+
+#[test]
+fn a_literal_namespace_that_does_not_exist_is_skipped_with_that_reason() {
+    let h = Harness::new();
+    h.namespaces(&["here"]);
+
+    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "here,gone")]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("gone"), "skipped");
+    assert_eq!(run.line("gone")["reason"], "namespace not found");
+    assert_eq!(run.outcome("here"), "created");
+}
+
+#[test]
+fn the_namespace_list_is_paged_and_restarts_when_its_continue_token_expires() {
+    let h = Harness::with(FakeCluster::builder().max_page(3).start());
+    let names: Vec<String> = (0..10).map(|i| format!("ns-{i:02}")).collect();
+    for n in &names {
+        h.cluster.add_namespace(n, &[]);
+    }
+    h.cluster.expire_next_continue();
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    for n in &names {
+        assert_eq!(run.outcome(n), "created", "each namespace once");
+    }
+    let lists: Vec<(String, u16)> = h
+        .cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/api/v1/namespaces")
+        .map(|r| (r.query, r.status))
+        .collect();
+    assert!(lists.iter().any(|(_, s)| *s == 410), "{lists:?}");
+    assert!(lists.len() >= 5, "several pages: {lists:?}");
+    assert_eq!(run.summary()["namespaces"], 10);
+}
+
+#[test]
+fn a_dry_run_stores_nothing() {
+    let h = Harness::new();
+    h.namespaces(&["new", "old"]);
+    h.run(&[("ECR_REFRESH_NAMESPACES", "old")]).expect_code(0);
+    let before = h.cluster.history(Resource::Secrets, "old", SECRET);
+
+    let run = h.run(&[
+        ("ECR_REFRESH_DRY_RUN", "true"),
+        ("ECR_REFRESH_SERVICE_ACCOUNTS", "default"),
+    ]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("new"), "would-create");
+    assert_eq!(run.outcome("old"), "would-update");
+    assert!(h.secret("new").is_none());
+    assert_eq!(h.cluster.history(Resource::Secrets, "old", SECRET), before);
+    let writes: Vec<_> = h
+        .cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" || r.method == "PATCH")
+        .skip(1) // the first run's create
+        .collect();
+    assert!(!writes.is_empty());
+    for w in writes {
+        assert!(
+            w.query.contains("dryRun=All"),
+            "{} {} ?{}",
+            w.method,
+            w.path,
+            w.query
+        );
+    }
+}
+
+#[test]
+fn a_bad_configuration_exits_2_naming_the_variable_and_sends_no_request() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    for (variable, value, words) in [
+        ("ECR_REFRESH_CONCURRENCY", "many", "must be a whole number"),
+        ("ECR_REFRESH_REGISTRIES", "docker.io", "ECR registry host"),
+        (
+            "ECR_REFRESH_NAMESPACE",
+            "a",
+            "did you mean ECR_REFRESH_NAMESPACES?",
+        ),
+        ("ECR_REFRESH_TIMEOUT", "soon", "duration"),
+    ] {
+        let run = h.run(&[(variable, value)]);
+        run.expect_code(2);
+        let error = run.lines.last().unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(error.contains(variable) && error.contains(words), "{error}");
+    }
+    assert_eq!(h.cluster.request_count(), 0);
+    assert!(h.ecr.calls().is_empty());
+}
+
+#[test]
+fn no_token_means_nothing_is_written() {
+    for (fault, words) in [
+        (EcrFault::AccessDenied, "AccessDeniedException"),
+        (EcrFault::ExpiredCredentials, "ExpiredTokenException"),
+        (EcrFault::MalformedToken, "does not decode"),
+    ] {
+        let h = Harness::new();
+        h.namespaces(&["a"]);
+        h.ecr.add_fault(fault, None);
+
+        let run = h.run(&[]);
+
+        run.expect_code(3);
+        let error = run.lines.last().unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(error.contains(words), "{error}");
+        assert_eq!(
+            h.cluster.request_count(),
+            0,
+            "no request before a token is in hand"
+        );
+    }
+}
+
+#[test]
+fn an_expiry_already_past_is_a_warning_not_a_refusal() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    h.ecr
+        .set_expires_at(SystemTime::UNIX_EPOCH + Duration::from_secs(1_420_070_400));
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert!(
+        run.lines
+            .iter()
+            .any(|l| l["level"] == "WARN" && l["message"].as_str().unwrap().contains("clock"))
+    );
+    assert!(h.secret("a").is_some());
+}
+
+#[test]
+fn an_unreachable_cluster_exits_3_with_nothing_written() {
+    let h = Harness::new();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let kubeconfig = h.dir.path().join("dead.kubeconfig");
+    let text = std::fs::read_to_string(h.cluster.write_kubeconfig(h.dir.path())).unwrap();
+    write(
+        &kubeconfig,
+        &text.replace(&h.cluster.url(), &format!("http://127.0.0.1:{port}")),
+    );
+
+    let run = h.run(&[("KUBECONFIG", kubeconfig.to_str().unwrap())]);
+
+    run.expect_code(3);
+    let error = run.lines.last().unwrap()["error"].as_str().unwrap();
+    assert!(
+        error.contains("unreachable") && error.contains(&port.to_string()),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_cluster_that_refuses_the_namespace_list_exits_3_with_nothing_written() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    h.cluster
+        .add_fault(Fault::new("GET", "^/api/v1/namespaces$", 403));
+
+    let run = h.run(&[]);
+
+    run.expect_code(3);
+    assert!(
+        run.lines.last().unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .contains("list namespaces")
+    );
+    assert!(h.secret("a").is_none());
+}
+
+#[test]
+fn at_the_deadline_nothing_new_starts_and_what_was_left_is_reported_failed() {
+    let h = Harness::new();
+    let names: Vec<String> = (0..6).map(|i| format!("slow-{i}")).collect();
+    for n in &names {
+        h.cluster.add_namespace(n, &[]);
+    }
+    h.cluster.add_fault(Fault::slow(
+        Some("GET"),
+        "/secrets/",
+        Duration::from_millis(1500),
+    ));
+
+    let run = h.run(&[
+        ("ECR_REFRESH_TIMEOUT", "1s"),
+        ("ECR_REFRESH_CONCURRENCY", "2"),
+    ]);
+
+    run.expect_code(1);
+    let outcomes: Vec<&str> = names.iter().map(|n| run.outcome(n)).collect();
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "created").count(),
+        2,
+        "the two in flight finish: {outcomes:?}"
+    );
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "failed").count(),
+        4,
+        "{outcomes:?}"
+    );
+    let undone = names.iter().find(|n| run.outcome(n) == "failed").unwrap();
+    assert!(
+        run.line(undone)["error"]
+            .as_str()
+            .unwrap()
+            .contains("left undone")
+    );
+    assert_eq!(run.summary()["failed"], 4);
+}
+
+#[test]
+fn sigterm_stops_new_work_lets_writes_finish_and_prints_the_summary() {
+    let h = Harness::new();
+    let names: Vec<String> = (0..6).map(|i| format!("slow-{i}")).collect();
+    for n in &names {
+        h.cluster.add_namespace(n, &[]);
+    }
+    h.cluster.add_fault(Fault::slow(
+        Some("GET"),
+        "/secrets/",
+        Duration::from_millis(1500),
+    ));
+    let child = h
+        .command(&[("ECR_REFRESH_CONCURRENCY", "1")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(900));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+
+    let run = h.checked(child.wait_with_output().unwrap());
+
+    run.expect_code(1);
+    assert!(run.lines.iter().any(|l| l["reason"] == "SIGTERM received"));
+    let created = names.iter().filter(|n| run.outcome(n) == "created").count();
+    assert_eq!(created, 1, "the write in flight finished");
+    assert_eq!(run.summary()["failed"], 5);
+}
+
+#[test]
+fn the_run_report_is_written_as_the_termination_message() {
+    let h = Harness::new();
+    h.namespaces(&["a", "b"]);
+
+    h.run(&[]).expect_code(0);
+
+    let text = std::fs::read_to_string(h.termination_log()).unwrap();
+    let message: Value = serde_json::from_str(&text).unwrap();
+    assert!(text.len() < 4096);
+    assert_eq!(message["outcomes"]["created"], 2);
+    assert_eq!(message["exit_code"], 0);
+    assert_eq!(message["registries"], json!([REGISTRY]));
+}
+
+#[test]
+fn the_termination_message_stays_under_4096_bytes_with_10000_failed_namespaces() {
+    let h = Harness::with(FakeCluster::builder().without_request_log().start());
+    for i in 0..10_000 {
+        h.cluster.add_namespace(&format!("tenant-{i:05}"), &[]);
+    }
+    h.cluster.add_fault(Fault::new("GET", "/secrets/", 403));
+
+    let run = h.run(&[("ECR_REFRESH_CONCURRENCY", "64"), ("RUST_LOG", "warn")]);
+
+    run.expect_code(1);
+    let text = std::fs::read_to_string(h.termination_log()).unwrap();
+    assert!(text.len() < 4096, "{} bytes", text.len());
+    let message: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(message["outcomes"]["failed"], 10_000);
+    assert_eq!(message["failed_total"], 10_000);
+    assert_eq!(message["failed_truncated"], true);
+}
+
+#[test]
+fn text_logs_carry_the_same_fields() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+
+    let output = h
+        .command(&[("ECR_REFRESH_LOG_FORMAT", "text")])
+        .output()
+        .unwrap();
+
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let line = text.lines().find(|l| l.contains("Secret created")).unwrap();
+    for field in [
+        "namespace=\"a\"",
+        "outcome=\"created\"",
+        "uid_before=\"-\"",
+        "uid_after=",
+    ] {
+        assert!(line.contains(field), "{field} in {line}");
+    }
+    assert!(
+        !text.contains('\u{1b}'),
+        "no colour codes outside a terminal"
+    );
+}
