@@ -5,20 +5,13 @@
 //! deployed run fail with "not a variable ecr-refresh knows" (exit 2); one added to the
 //! code but not to the CronJob would never be seen by an operator. These tests scan the
 //! text for `ECR_REFRESH_[A-Z0-9_]+` by hand: no YAML parser is needed for that.
-//!
-//! RBAC: a run against a fake API server that enforces the shipped ClusterRole (or the
-//! namespaced Roles), and nothing else, is never refused.
-
-mod common;
+//! The RBAC they grant is tested in rbac.rs.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{Harness, SECRET, b64};
 use ecr_refresh::config::VARIABLES;
-use fake_cluster::{FakeCluster, Resource};
-use serde_json::json;
 
 const PREFIX: &str = "ECR_REFRESH_";
 
@@ -151,136 +144,4 @@ fn the_scan_finds_whole_variable_names_only() {
     let yaml = "env:\n  # - name: ECR_REFRESH_A\n  - name: ECR_REFRESH_B\n  - name: \"RUST_LOG\"\n";
     let names: Vec<_> = env_names_in(yaml).into_iter().collect();
     assert_eq!(names, ["ECR_REFRESH_B", "RUST_LOG"]);
-}
-
-/// The value the namespaced overlay's CronJob patch gives a variable.
-fn namespaced_value(variable: &str) -> String {
-    let text = read(&repo().join("manifests/namespaced/kustomization.yaml"));
-    let mut lines = text.lines().map(str::trim);
-    lines
-        .by_ref()
-        .find(|line| line.strip_prefix("- name:").map(str::trim) == Some(variable))
-        .unwrap_or_else(|| panic!("the namespaced overlay sets no {variable}"));
-    let value = lines
-        .next()
-        .and_then(|line| line.strip_prefix("value:"))
-        .unwrap_or_else(|| panic!("{variable} in the namespaced overlay has no value line"));
-    value.trim().trim_matches(['"', '\'']).to_owned()
-}
-
-/// A fake cluster that grants only what these manifest files grant.
-fn harness_with_rbac_from(files: &[&str]) -> Harness {
-    let yaml: Vec<String> = files.iter().map(|f| read(&repo().join(f))).collect();
-    Harness::with(
-        FakeCluster::builder()
-            .rbac_from_yaml(&yaml.join("\n---\n"))
-            .start(),
-    )
-}
-
-/// Namespaces with a `default` ServiceAccount; the first holds a Secret made by the
-/// `kubectl create secret docker-registry ... | kubectl apply -f -` loop, to be adopted.
-fn seed(h: &Harness, namespaces: &[&str]) {
-    for ns in namespaces {
-        h.cluster.add_namespace(ns, &[]);
-        h.cluster.seed(
-            Resource::ServiceAccounts,
-            json!({ "metadata": { "name": "default", "namespace": ns } }),
-            "kube-controller-manager",
-        );
-    }
-    let old = r#"{"auths":{"https://123456789012.dkr.ecr.us-east-1.amazonaws.com":{"username":"AWS","password":"old"}}}"#;
-    h.seed_secret(
-        namespaces[0],
-        "kubectl-client-side-apply",
-        json!({
-            "type": "kubernetes.io/dockerconfigjson",
-            "metadata": { "annotations": {
-                "kubectl.kubernetes.io/last-applied-configuration": "{\"data\":{\"password\":\"old\"}}"
-            } },
-            "data": { ".dockerconfigjson": b64(old) }
-        }),
-    );
-}
-
-fn refused(h: &Harness) -> Vec<String> {
-    h.cluster
-        .requests()
-        .into_iter()
-        .filter(|r| r.status == 403)
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect()
-}
-
-#[test]
-fn a_run_needs_no_right_the_cluster_wide_clusterrole_does_not_grant() {
-    let h = harness_with_rbac_from(&["manifests/clusterrole.yaml"]);
-    seed(&h, &["adopted", "fresh", "gone-mid-run"]);
-    h.seed_secret(
-        "gone-mid-run",
-        "ecr-refresh",
-        json!({ "type": "kubernetes.io/dockerconfigjson", "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) } }),
-    );
-    h.cluster
-        .delete_after_next_get(Resource::Secrets, "gone-mid-run", SECRET);
-    let env = [("ECR_REFRESH_SERVICE_ACCOUNTS", "default")];
-
-    let dry = h.run(&[env[0], ("ECR_REFRESH_DRY_RUN", "true")]);
-    let run = h.run(&env);
-
-    dry.expect_code(0);
-    run.expect_code(0);
-    assert_eq!(
-        refused(&h),
-        Vec::<String>::new(),
-        "requests the ClusterRole refused"
-    );
-    assert_eq!(run.outcome("adopted"), "updated");
-    assert_eq!(run.outcome("fresh"), "created");
-    for ns in ["adopted", "fresh", "gone-mid-run"] {
-        assert!(h.secret(ns).is_some(), "{ns}");
-    }
-}
-
-#[test]
-fn a_run_over_the_namespaced_variants_namespaces_needs_only_their_roles() {
-    let h = harness_with_rbac_from(&[
-        "manifests/namespaced/role-team-a.yaml",
-        "manifests/namespaced/role-team-b.yaml",
-    ]);
-    seed(&h, &["team-a", "team-b", "team-c"]);
-    let namespaces = namespaced_value("ECR_REFRESH_NAMESPACES");
-    assert_eq!(namespaces, "team-a,team-b");
-    let env = [
-        ("ECR_REFRESH_NAMESPACES", namespaces.as_str()),
-        ("ECR_REFRESH_SERVICE_ACCOUNTS", "default"),
-    ];
-
-    let dry = h.run(&[env[0], env[1], ("ECR_REFRESH_DRY_RUN", "true")]);
-    let run = h.run(&env);
-
-    dry.expect_code(0);
-    run.expect_code(0);
-    assert_eq!(
-        refused(&h),
-        Vec::<String>::new(),
-        "requests the Roles refused"
-    );
-    assert_eq!(run.outcome("team-a"), "updated");
-    assert_eq!(run.outcome("team-b"), "created");
-    assert!(h.secret("team-c").is_none());
-}
-
-#[test]
-fn with_only_the_namespaced_roles_a_glob_is_refused_before_anything_is_written() {
-    let h = harness_with_rbac_from(&[
-        "manifests/namespaced/role-team-a.yaml",
-        "manifests/namespaced/role-team-b.yaml",
-    ]);
-    seed(&h, &["team-a", "team-b"]);
-
-    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-*")]);
-
-    run.expect_code(3);
-    assert!(h.secret("team-b").is_none());
 }
