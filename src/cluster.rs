@@ -3,10 +3,19 @@
 use std::time::Duration;
 
 use kube::Client;
+use kube::client::ClientBuilder;
+use kube::client::retry::RetryPolicy;
+use tower::buffer::BufferLayer;
+use tower::retry::RetryLayer;
 
 use crate::retry::{self, REQUEST_TIMEOUT, RequestError};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Throttling (429) and unavailability (503, 504): retried this many times, honouring the
+/// server's Retry-After header, from this first delay up to this longest one.
+const THROTTLE_RETRIES: u32 = 4;
+const THROTTLE_FIRST_DELAY: Duration = Duration::from_millis(100);
+const THROTTLE_MAX_DELAY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -26,7 +35,9 @@ pub enum ClusterError {
 }
 
 /// A client from kube's usual inference (KUBECONFIG, ~/.kube/config, in-cluster), with
-/// timeouts, and without kube's own retry: ours (retry.rs) is bounded and jittered.
+/// timeouts. 429, 503 and 504 are retried by kube's retry layer, which alone sees the
+/// Retry-After header (the API server's flow control answers 429 in plain text), bounded here
+/// instead of kube's default of 15 retries; retry.rs covers the rest.
 pub async fn connect() -> Result<(Client, String), ClusterError> {
     let mut config = kube::Config::infer().await.map_err(ClusterError::Config)?;
     config.default_retry = false;
@@ -34,7 +45,19 @@ pub async fn connect() -> Result<(Client, String), ClusterError> {
     config.read_timeout = Some(REQUEST_TIMEOUT);
     config.write_timeout = Some(REQUEST_TIMEOUT);
     let url = config.cluster_url.to_string();
-    let client = Client::try_from(config).map_err(ClusterError::Client)?;
+    let policy = RetryPolicy::new(
+        THROTTLE_FIRST_DELAY,
+        THROTTLE_MAX_DELAY,
+        THROTTLE_RETRIES,
+        true,
+    )
+    .expect("the throttling backoff's bounds are valid");
+    let client = ClientBuilder::try_from(config)
+        .map_err(ClusterError::Client)?
+        // Retry needs a service it can clone: the buffer is one.
+        .with_layer(&BufferLayer::new(1024))
+        .with_layer(&RetryLayer::new(policy))
+        .build();
     Ok((client, url))
 }
 

@@ -1,5 +1,7 @@
 //! One request to the API server: a timeout on every attempt, and bounded retries with
-//! backoff and jitter on what a retry can fix (429, 5xx, timeouts, connection errors).
+//! backoff and jitter on what a retry can fix: 500, 502, timeouts and connection errors.
+//! 429, 503 and 504 are retried inside the client, where the Retry-After header is seen
+//! (cluster.rs): retrying them here too would multiply the attempts.
 
 use std::future::Future;
 use std::time::Duration;
@@ -12,8 +14,6 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 const ATTEMPTS: u32 = 5;
 const BASE_DELAY: Duration = Duration::from_millis(100);
 const MAX_DELAY: Duration = Duration::from_secs(5);
-/// A Retry-After longer than this is not waited for: the run has a deadline.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// Why a request failed, after any retries.
 #[derive(Debug, thiserror::Error)]
@@ -38,19 +38,12 @@ impl RequestError {
         self.status().map(|s| s.code)
     }
 
-    fn retry_after(&self) -> Option<Option<Duration>> {
+    /// Whether another attempt may succeed.
+    fn retryable(&self) -> bool {
         match self {
-            Self::Api(s) if s.code == 429 || matches!(s.code, 500 | 502 | 503 | 504) => {
-                Some(s.details.as_ref().and_then(|d| {
-                    (d.retry_after_seconds > 0)
-                        .then(|| Duration::from_secs(d.retry_after_seconds.into()))
-                }))
-            }
-            Self::Api(_) => None,
-            Self::Timeout(_) => Some(None),
-            Self::Client(e) => {
-                matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_)).then_some(None)
-            }
+            Self::Api(s) => matches!(s.code, 500 | 502),
+            Self::Timeout(_) => true,
+            Self::Client(e) => matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_)),
         }
     }
 }
@@ -77,13 +70,10 @@ where
             Ok(Err(e)) => RequestError::from(e),
             Err(_) => RequestError::Timeout(REQUEST_TIMEOUT),
         };
-        let Some(retry_after) = error.retry_after() else {
-            return Err(error);
-        };
-        if attempt >= ATTEMPTS {
+        if !error.retryable() || attempt >= ATTEMPTS {
             return Err(error);
         }
-        let delay = retry_after.map_or_else(|| backoff(attempt), |d| d.min(MAX_RETRY_AFTER));
+        let delay = backoff(attempt);
         debug!(request = what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying");
         tokio::time::sleep(delay).await;
         attempt += 1;
@@ -112,45 +102,27 @@ mod tests {
         assert!(backoff(30) <= MAX_DELAY);
     }
 
-    fn status(code: u16, retry_after: i32) -> RequestError {
-        let mut s = Status::failure("x", "y").with_code(code);
-        if retry_after > 0 {
-            s = s.with_details(kube::core::response::StatusDetails {
-                name: String::new(),
-                group: String::new(),
-                kind: String::new(),
-                uid: String::new(),
-                causes: Vec::new(),
-                retry_after_seconds: retry_after as u32,
-            });
-        }
-        RequestError::Api(s.boxed())
+    fn status(code: u16) -> RequestError {
+        RequestError::Api(Status::failure("x", "y").with_code(code).boxed())
     }
 
     #[test]
-    fn only_what_a_retry_can_fix_is_retried() {
+    fn only_what_a_retry_can_fix_is_retried_here() {
+        // 429, 503 and 504 are the client's retry layer's, with Retry-After.
         for (code, retried) in [
-            (429, true),
             (500, true),
             (502, true),
-            (503, true),
-            (504, true),
+            (429, false),
+            (503, false),
+            (504, false),
             (404, false),
             (409, false),
             (410, false),
             (422, false),
             (403, false),
         ] {
-            assert_eq!(status(code, 0).retry_after().is_some(), retried, "{code}");
+            assert_eq!(status(code).retryable(), retried, "{code}");
         }
-        assert_eq!(
-            status(429, 2).retry_after(),
-            Some(Some(Duration::from_secs(2)))
-        );
-        assert!(
-            RequestError::Timeout(REQUEST_TIMEOUT)
-                .retry_after()
-                .is_some()
-        );
+        assert!(RequestError::Timeout(REQUEST_TIMEOUT).retryable());
     }
 }

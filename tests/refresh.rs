@@ -478,12 +478,14 @@ fn a_forbidden_namespace_fails_alone() {
 }
 
 #[test]
-fn throttling_is_retried_after_the_servers_retry_after_then_succeeds() {
+fn throttling_and_server_errors_are_retried_then_succeed() {
     let h = Harness::new();
     h.namespaces(&["a"]);
     h.run(&[]).expect_code(0);
     h.cluster
         .add_fault(Fault::new("GET", "/secrets/", 503).times(1));
+    h.cluster
+        .add_fault(Fault::new("GET", "/secrets/", 500).times(1));
     h.cluster.add_fault(
         Fault::new("PATCH", "/secrets/", 429)
             .retry_after(1)
@@ -514,7 +516,7 @@ fn throttling_is_retried_after_the_servers_retry_after_then_succeeds() {
         .filter(|r| r.method == "GET" && r.path.ends_with(SECRET))
         .map(|r| r.status)
         .collect();
-    assert_eq!(gets, [404, 503, 200]);
+    assert_eq!(gets, [404, 503, 500, 200]);
     assert!(
         started.elapsed() >= Duration::from_secs(2),
         "Retry-After was honoured"
@@ -835,7 +837,16 @@ fn sigterm_stops_new_work_lets_writes_finish_and_prints_the_summary() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(900));
+    // Signal once the first Secret read is in flight (version, namespace list, then it).
+    let started = std::time::Instant::now();
+    while h.cluster.request_count() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the run never reached a namespace"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

@@ -826,7 +826,7 @@ fn rbac_refuses_what_is_not_granted_and_allows_what_is() {
 }
 
 #[test]
-fn faults_answer_a_real_looking_status_for_their_count() {
+fn faults_answer_as_the_real_server_for_their_count() {
     let c = cluster_with(&["a"]);
     c.add_fault(
         Fault::new("PATCH", "^/api/v1/namespaces/a/secrets/", 429)
@@ -841,9 +841,13 @@ fn faults_answer_a_real_looking_status_for_their_count() {
         true,
         &docker_secret("a", "s", CFG),
     );
+    // Flow control answers 429 in plain text, with the delay in the Retry-After header.
     assert_eq!(r.status, 429);
-    assert_eq!(r.reason(), "TooManyRequests");
-    assert_eq!(r.message(), "Too many requests, please try again later.");
+    assert_eq!(
+        r.body,
+        json!("Too many requests, please try again later.\n")
+    );
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
     assert_eq!(r.header("retry-after"), Some("1"));
     assert_eq!(
         apply(

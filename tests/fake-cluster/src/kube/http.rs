@@ -454,15 +454,19 @@ impl Shared {
     }
 }
 
-/// A response with a JSON body.
+/// A response with a JSON body, or a plain-text one when the body is a JSON string (as the
+/// API server's flow control answers 429s).
 fn respond(code: u16, body: &Value, retry_after: Option<u64>) -> Response {
-    let mut response = Response::new(Body::from(body.to_string()));
+    let (text, content_type) = match body {
+        Value::String(text) => (text.clone(), "text/plain; charset=utf-8"),
+        json => (json.to_string(), "application/json"),
+    };
+    let mut response = Response::new(Body::from(text));
     *response.status_mut() =
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     if let Some(seconds) = retry_after {
         response
             .headers_mut()
@@ -540,6 +544,13 @@ pub(crate) fn fault_answer(
 ) -> (u16, Value, Option<u64>) {
     match body {
         Some(body) => (code, body, retry_after),
+        // Max-in-flight and priority-and-fairness refuse with plain text and a Retry-After
+        // header (k8s.io/apiserver/pkg/server/filters: tooManyRequests), not a Status.
+        None if code == 429 => (
+            code,
+            Value::String("Too many requests, please try again later.\n".into()),
+            Some(retry_after.unwrap_or(1)),
+        ),
         None => {
             let e = status::for_code(code, retry_after);
             (code, e.body, retry_after)

@@ -79,7 +79,8 @@ pub struct Fault {
     pub path: String,
     /// Status to answer; None serves the request normally (after `latency`).
     pub status: Option<u16>,
-    /// Body to answer with; None makes a Status body like the real server's for `status`.
+    /// Body to answer with (a JSON string is sent as plain text); None answers as the real
+    /// server does for `status`: a Status, or for 429 the plain text of its flow control.
     pub body: Option<Value>,
     pub retry_after_seconds: Option<u64>,
     pub latency: Option<Duration>,
