@@ -68,9 +68,9 @@ impl<'a> Pages<'a> {
         }
     }
 
-    /// Whether the run lists namespaces (false when literal names were configured).
-    pub fn lists(&self) -> bool {
-        !matches!(self.state, State::Literal)
+    /// Whether pages remain unread.
+    pub fn has_more(&self) -> bool {
+        !matches!(self.state, State::Done)
     }
 
     /// The next page of selected namespaces; None when there are no more.

@@ -166,8 +166,8 @@ async fn refresh_all(
                 }
             }
             if let Some(reason) = stop.reason() {
-                if pages.lists() {
-                    listing_incomplete = pages.next().await.is_some();
+                if pages.has_more() {
+                    listing_incomplete = true;
                     warn!(reason, "the namespace list was not read to its end");
                 }
                 break;

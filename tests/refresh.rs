@@ -789,11 +789,11 @@ fn at_the_deadline_nothing_new_starts_and_what_was_left_is_reported_failed() {
     h.cluster.add_fault(Fault::slow(
         Some("GET"),
         "/secrets/",
-        Duration::from_millis(1500),
+        Duration::from_millis(3000),
     ));
 
     let run = h.run(&[
-        ("ECR_REFRESH_TIMEOUT", "1s"),
+        ("ECR_REFRESH_TIMEOUT", "2s"),
         ("ECR_REFRESH_CONCURRENCY", "2"),
     ]);
 
