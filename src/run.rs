@@ -15,7 +15,7 @@ use tracing::{error, info, warn};
 use crate::config::Config;
 use crate::namespaces::{Candidate, Pages};
 use crate::report::{AccountOutcome, Outcome, Report, Summary, exit};
-use crate::secret::{self, Desired, Written};
+use crate::secret::{self, Desired, SkipReason, Written};
 use crate::{cluster, ecr, login, service_accounts};
 
 /// Resolves when the run must stop starting work: at the deadline, or on SIGTERM / Ctrl-C.
@@ -197,8 +197,9 @@ async fn refresh_all(
         );
 
     let ((undone, listing_incomplete), mut report) = futures::join!(producer, writers);
+    let reason = stop.reason().unwrap_or("stopped");
     for namespace in undone {
-        error!(%namespace, secret = %config.secret_name, outcome = %Outcome::Failed, error = "left undone: the run stopped before it", "namespace failed");
+        log_left_undone(&namespace, config.secret_name.as_str(), reason);
         report.record(&namespace, Outcome::Failed, &[]);
     }
     report.listing_incomplete = listing_incomplete;
@@ -216,12 +217,12 @@ async fn refresh_namespace(
     let namespace = candidate.name;
     let secret = config.secret_name.as_str();
     if let Some(reason) = stop.reason() {
-        let error = format!("left undone: {reason}");
-        error!(%namespace, secret, outcome = %Outcome::Failed, %error, "namespace failed");
+        log_left_undone(&namespace, secret, reason);
         return (namespace, Outcome::Failed, Vec::new());
     }
     if candidate.terminating {
-        info!(%namespace, secret, outcome = %Outcome::Skipped, reason = "namespace is terminating", "namespace skipped");
+        let reason = SkipReason::NamespaceTerminating.as_str();
+        info!(%namespace, secret, outcome = %Outcome::Skipped, reason, "namespace skipped");
         return (namespace, Outcome::Skipped, Vec::new());
     }
     let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
@@ -262,6 +263,11 @@ async fn refresh_namespace(
     (namespace, written.outcome, accounts)
 }
 
+fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
+    let error = format!("left undone: {reason}; the next run covers it");
+    error!(namespace, secret, outcome = %Outcome::Failed, %error, "namespace failed");
+}
+
 fn log_written(namespace: &str, secret: &str, w: &Written, accounts: &str, account_error: &str) {
     let uid_before = w.uid_before.as_deref().unwrap_or("-");
     let uid_after = w.uid_after.as_deref().unwrap_or("-");
@@ -278,8 +284,8 @@ fn log_written(namespace: &str, secret: &str, w: &Written, accounts: &str, accou
         Outcome::WouldCreate => "dry run: Secret would be created",
         Outcome::WouldUpdate => "dry run: Secret would be updated in place",
         Outcome::Skipped => {
-            let reason = w.reason.unwrap_or("-");
-            if reason == "namespace not found" {
+            let reason = w.reason.map_or("-", SkipReason::as_str);
+            if w.reason == Some(SkipReason::NamespaceNotFound) {
                 warn!(
                     namespace,
                     secret, outcome, reason, "namespace skipped: it does not exist"
@@ -323,43 +329,30 @@ fn log_written(namespace: &str, secret: &str, w: &Written, accounts: &str, accou
 }
 
 fn log_summary(report: &Report, summary: &Summary, config: &Config) {
-    let counts = report.counts_text();
-    let registries = summary.registries.join(",");
-    let fields = |report: &Report| {
-        (
-            report.total(),
-            report.count(Outcome::Created),
-            report.count(Outcome::Updated),
-            report.count(Outcome::Recreated),
-            report.count(Outcome::Skipped),
-            report.count(Outcome::Failed),
-        )
-    };
-    let (total, created, updated, recreated, skipped, failed) = fields(report);
-    let would = report.count(Outcome::WouldCreate) + report.count(Outcome::WouldUpdate);
     let message = if report.exit_code() == exit::OK {
         "run complete"
     } else {
         "run finished with failures"
     };
+    let sa = |outcome| report.service_accounts.get(&outcome).copied().unwrap_or(0);
     info!(
-        namespaces = total,
-        created,
-        updated,
-        recreated,
-        skipped,
-        failed,
-        would_write = would,
-        sa_added = report.service_accounts.get(&AccountOutcome::Added).copied().unwrap_or(0),
-        sa_present = report.service_accounts.get(&AccountOutcome::Present).copied().unwrap_or(0),
-        sa_missing = report.service_accounts.get(&AccountOutcome::Missing).copied().unwrap_or(0),
-        sa_failed = report.service_accounts.get(&AccountOutcome::Failed).copied().unwrap_or(0),
+        namespaces = report.total(),
+        created = report.count(Outcome::Created),
+        updated = report.count(Outcome::Updated),
+        recreated = report.count(Outcome::Recreated),
+        skipped = report.count(Outcome::Skipped),
+        failed = report.count(Outcome::Failed),
+        would_write = report.count(Outcome::WouldCreate) + report.count(Outcome::WouldUpdate),
+        sa_added = sa(AccountOutcome::Added),
+        sa_present = sa(AccountOutcome::Present),
+        sa_missing = sa(AccountOutcome::Missing),
+        sa_failed = sa(AccountOutcome::Failed),
         listing_incomplete = report.listing_incomplete,
         dry_run = config.dry_run,
-        registries = %registries,
+        registries = %summary.registries.join(","),
         token_expires_at = %summary.token_expires_at,
         elapsed_ms = summary.elapsed_ms,
-        counts = %counts,
+        counts = %report.counts_text(),
         "{message}"
     );
 }

@@ -43,6 +43,23 @@ pub struct Desired<'a> {
     pub dry_run: bool,
 }
 
+/// Why a namespace was not written, when that is not a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    NamespaceTerminating,
+    /// A namespace named literally in the configuration that does not exist.
+    NamespaceNotFound,
+}
+
+impl SkipReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NamespaceTerminating => "namespace is terminating",
+            Self::NamespaceNotFound => "namespace not found",
+        }
+    }
+}
+
 /// What happened to one namespace's Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
@@ -50,7 +67,7 @@ pub struct Written {
     pub uid_before: Option<String>,
     pub uid_after: Option<String>,
     /// Why the namespace was skipped.
-    pub reason: Option<&'static str>,
+    pub reason: Option<SkipReason>,
     /// The kubectl last-applied annotation (a copy of the old password) was removed.
     pub removed_last_applied: bool,
     /// auths entries of other registries, kept as they were.
@@ -72,7 +89,7 @@ impl Written {
         }
     }
 
-    fn skipped(reason: &'static str) -> Self {
+    fn skipped(reason: SkipReason) -> Self {
         Self {
             reason: Some(reason),
             ..Self::new(Outcome::Skipped, None, None)
@@ -176,7 +193,7 @@ pub async fn refresh(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Written
 enum Created {
     Done(Option<String>),
     AppearedMeanwhile,
-    Skipped(&'static str),
+    Skipped(SkipReason),
 }
 
 /// POST: fails with 409 AlreadyExists, never overwrites, if a Secret appeared since our read.
@@ -191,12 +208,12 @@ async fn create(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Created, Sec
         Ok(created) => Ok(Created::Done(created.metadata.uid)),
         Err(RequestError::Api(s)) if s.is_already_exists() => Ok(Created::AppearedMeanwhile),
         Err(RequestError::Api(s)) if is_namespace_terminating(&s) => {
-            Ok(Created::Skipped("namespace is terminating"))
+            Ok(Created::Skipped(SkipReason::NamespaceTerminating))
         }
         Err(RequestError::Api(s))
             if s.is_not_found() && s.details.as_ref().is_some_and(|d| d.kind == "namespaces") =>
         {
-            Ok(Created::Skipped("namespace not found"))
+            Ok(Created::Skipped(SkipReason::NamespaceNotFound))
         }
         Err(e) => Err(SecretError::request("create", e)),
     }
