@@ -8,11 +8,11 @@ use kube::client::retry::RetryPolicy;
 use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 
-use crate::retry::{self, REQUEST_TIMEOUT, RequestError};
+use crate::retry::{self, ATTEMPT_TIMEOUT, RequestError};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Throttling (429) and unavailability (503, 504): retried this many times, honouring the
-/// server's Retry-After header, from this first delay up to this longest one.
+/// Throttling (429) and unavailability (503, 504): retried this many times, waiting as the
+/// server's Retry-After header says, or else backing off from this first delay up to this one.
 const THROTTLE_RETRIES: u32 = 4;
 const THROTTLE_FIRST_DELAY: Duration = Duration::from_millis(100);
 const THROTTLE_MAX_DELAY: Duration = Duration::from_secs(10);
@@ -37,13 +37,14 @@ pub enum ClusterError {
 /// A client from kube's usual inference (KUBECONFIG, ~/.kube/config, in-cluster), with
 /// timeouts. 429, 503 and 504 are retried by kube's retry layer, which alone sees the
 /// Retry-After header (the API server's flow control answers 429 in plain text), bounded here
-/// instead of kube's default of 15 retries; retry.rs covers the rest.
+/// to a few retries instead of kube's default of 15, and by retry.rs's CALL_TIMEOUT in time;
+/// retry.rs covers the rest.
 pub async fn connect() -> Result<(Client, String), ClusterError> {
     let mut config = kube::Config::infer().await.map_err(ClusterError::Config)?;
     config.default_retry = false;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(REQUEST_TIMEOUT);
-    config.write_timeout = Some(REQUEST_TIMEOUT);
+    config.read_timeout = Some(ATTEMPT_TIMEOUT);
+    config.write_timeout = Some(ATTEMPT_TIMEOUT);
     let url = config.cluster_url.to_string();
     let policy = RetryPolicy::new(
         THROTTLE_FIRST_DELAY,

@@ -41,7 +41,8 @@ const DEFAULT_SECRET_NAME: &str = "aws-ecr-token";
 const DEFAULT_CONCURRENCY: usize = 16;
 const MAX_CONCURRENCY: usize = 1024;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
+/// Where Kubernetes reads a container's termination message from.
+pub const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
 
 /// A configuration error: the variable, the value given and what is accepted.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -410,10 +411,13 @@ fn parse_include(value: &str) -> Result<Include, String> {
         return Ok(Include::All);
     }
     if globs.iter().all(Glob::is_literal) {
-        let names = globs
+        let mut names: Vec<NamespaceName> = globs
             .iter()
             .map(|g| NamespaceName::from_str(g.as_str()).map_err(|e| format!("'{g}' {e}")))
             .collect::<Result<_, _>>()?;
+        // A name given twice is one namespace, written once.
+        let mut seen = std::collections::HashSet::new();
+        names.retain(|n| seen.insert(n.clone()));
         return Ok(Include::Names(names));
     }
     Ok(Include::Patterns(globs))
@@ -547,6 +551,19 @@ mod tests {
     #[test]
     fn the_test_lane_variable_is_tolerated() {
         assert!(config(&[("ECR_REFRESH_E2E_KUBECONFIG", "/tmp/k")]).is_ok());
+    }
+
+    #[test]
+    fn a_namespace_named_twice_is_visited_once() {
+        let c = config(&[("ECR_REFRESH_NAMESPACES", "a,b,a")]).unwrap();
+        let names: Vec<&str> = c
+            .selection
+            .literal_names()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
     }
 
     #[test]

@@ -26,9 +26,6 @@ pub struct DockerConfigJson {
     pub kept: Vec<String>,
     /// `auths` keys we had written for registries no longer configured.
     pub dropped: Vec<String>,
-    /// Whether the value carries anything read from the cluster (then the write must be
-    /// pinned to the resourceVersion it was read at).
-    pub carries_cluster_data: bool,
 }
 
 impl DockerConfigJson {
@@ -90,7 +87,6 @@ pub fn merge(
         ));
     }
 
-    let carries_cluster_data = !kept.is_empty() || !top.is_empty();
     let mut out = String::from("{\"auths\":");
     write_object(&mut out, &entries);
     for (key, value) in &top {
@@ -104,7 +100,6 @@ pub fn merge(
         bytes: out.into_bytes(),
         kept,
         dropped,
-        carries_cluster_data,
     })
 }
 
@@ -124,7 +119,16 @@ type Entries = Vec<(String, Box<RawValue>)>;
 
 /// Splits a docker config into its other top-level keys and its `auths` entries, in order.
 fn split(bytes: &[u8]) -> Result<(Entries, Entries), UnreadableDockerConfig> {
-    let unreadable = |e: serde_json::Error| UnreadableDockerConfig(e.to_string());
+    // serde_json's message can quote the value, and the value holds someone's credentials:
+    // say only what kind of error and where.
+    let unreadable = |e: serde_json::Error| {
+        UnreadableDockerConfig(format!(
+            "{:?} error at line {} column {}",
+            e.classify(),
+            e.line(),
+            e.column()
+        ))
+    };
     let Ordered(top) = serde_json::from_slice::<Ordered>(bytes).map_err(unreadable)?;
     let mut auths = Vec::new();
     let mut rest = Vec::new();
@@ -209,7 +213,7 @@ mod tests {
 
     #[test]
     fn a_new_value_holds_one_entry_per_registry_with_auth() {
-        let (value, out) = merged(None, &[(A, "pw-a"), (B, "pw-b")], &[]);
+        let (value, _) = merged(None, &[(A, "pw-a"), (B, "pw-b")], &[]);
         assert_eq!(value["auths"][A]["username"], "AWS");
         assert_eq!(value["auths"][A]["password"], "pw-a");
         assert_eq!(
@@ -217,7 +221,6 @@ mod tests {
             base64::engine::general_purpose::STANDARD.encode("AWS:pw-a")
         );
         assert_eq!(value["auths"][B]["password"], "pw-b");
-        assert!(!out.carries_cluster_data);
     }
 
     #[test]
@@ -233,7 +236,6 @@ mod tests {
         assert_eq!(value["auths"][A]["password"], "new");
         assert_eq!(value["credsStore"], "desktop");
         assert_eq!(out.kept, ["ghcr.io"]);
-        assert!(out.carries_cluster_data);
     }
 
     #[test]
@@ -258,6 +260,26 @@ mod tests {
                 password: &password,
             }];
             assert!(merge(Some(bad.as_bytes()), &ours, &[]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_unreadable_value_is_not_quoted_in_the_error() {
+        let host = RegistryHost::from_str(A).unwrap();
+        let password = SecretString::from("p");
+        let ours = [Credential {
+            registry: &host,
+            password: &password,
+        }];
+        for bad in [
+            r#"{"auths":"hunter2"}"#,
+            r#""{\"auths\":{\"x\":{\"password\":\"hunter2\"}}}""#,
+        ] {
+            let error = merge(Some(bad.as_bytes()), &ours, &[])
+                .unwrap_err()
+                .to_string();
+            assert!(!error.contains("hunter2"), "{error}");
+            assert!(error.contains("line 1"), "{error}");
         }
     }
 

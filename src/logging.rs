@@ -3,7 +3,11 @@
 
 use std::io::IsTerminal;
 
-use tracing_subscriber::EnvFilter;
+use tracing::Level;
+use tracing_subscriber::filter::{EnvFilter, filter_fn};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, fmt};
 
 use crate::config::LogFormat;
 
@@ -13,19 +17,29 @@ const DEFAULT_FILTER: &str = "info,aws_config=warn,aws_smithy_runtime=warn,kube=
 pub fn init(format: LogFormat) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = fmt::layer()
         .with_target(false)
         // Colour codes are noise in `kubectl logs`: only for a terminal.
         .with_ansi(std::io::stdout().is_terminal())
         .with_writer(std::io::stdout);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder
+    let layer = match format {
+        LogFormat::Text => layer.boxed(),
+        LogFormat::Json => layer
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .with_span_list(false)
-            .init(),
-    }
+            .boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(no_library_trace())
+        .with(layer)
+        .init();
+}
+
+/// Libraries log request and response bodies at TRACE: the AWS SDK prints the ECR token, kube
+/// the Secrets it sends. Whatever RUST_LOG asks for, their TRACE events are dropped.
+fn no_library_trace<S: tracing::Subscriber>() -> impl Layer<S> {
+    filter_fn(|meta| meta.target().starts_with("ecr_refresh") || *meta.level() <= Level::DEBUG)
 }

@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 use std::str::FromStr;
 
-use ecr_refresh::config::{Config, LogFormat};
-use ecr_refresh::report::exit;
+use ecr_refresh::config::{Config, DEFAULT_TERMINATION_LOG, LogFormat};
+use ecr_refresh::report::{exit, termination_error};
 use ecr_refresh::{logging, run};
 
 fn main() -> ExitCode {
@@ -20,6 +20,11 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(e) => {
             tracing::error!(error = %e, "invalid configuration: nothing was sent");
+            // The configuration is what failed, so its path is read as given, or defaulted.
+            let path = std::env::var_os("ECR_REFRESH_TERMINATION_LOG")
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| DEFAULT_TERMINATION_LOG.into());
+            let _ = std::fs::write(path, termination_error(exit::CONFIG, &e.to_string()));
             return ExitCode::from(exit::CONFIG);
         }
     };

@@ -158,6 +158,23 @@ impl Report {
     }
 }
 
+/// The termination message of a run that ended before any namespace: its exit code and why.
+pub fn termination_error(exit_code: u8, error: &str) -> String {
+    let mut error = error.to_owned();
+    loop {
+        let message = serde_json::json!({ "exit_code": exit_code, "error": error }).to_string();
+        if message.len() < TERMINATION_MESSAGE_LIMIT {
+            return message;
+        }
+        // Escapes can make the JSON longer than the text: cut a tenth, on a character boundary.
+        let mut cut = error.len() * 9 / 10;
+        while !error.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        error.truncate(cut);
+    }
+}
+
 /// Run-wide facts for the summary.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Summary {
@@ -201,6 +218,14 @@ mod tests {
         assert_eq!(r.count(Outcome::Updated), 2);
         assert_eq!(r.total(), 3);
         assert_eq!(r.counts_text(), "updated=2 failed=1 sa-present=3");
+    }
+
+    #[test]
+    fn an_early_failure_is_a_short_termination_message() {
+        let message = termination_error(exit::UNAVAILABLE, &"\u{1}é".repeat(5000));
+        assert!(message.len() < 4096, "{} bytes", message.len());
+        let value: serde_json::Value = serde_json::from_str(&message).unwrap();
+        assert_eq!(value["exit_code"], 3);
     }
 
     #[test]

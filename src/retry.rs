@@ -1,7 +1,10 @@
-//! One request to the API server: a timeout on every attempt, and bounded retries with
-//! backoff and jitter on what a retry can fix: 500, 502, timeouts and connection errors.
-//! 429, 503 and 504 are retried inside the client, where the Retry-After header is seen
-//! (cluster.rs): retrying them here too would multiply the attempts.
+//! One request to the API server: bounded retries with backoff and jitter on what a retry can
+//! fix (500, 502, connection errors and reads that time out), and a deadline on each call.
+//!
+//! Two timeouts: the transport gives up on one HTTP attempt after ATTEMPT_TIMEOUT (a retryable
+//! error here); a whole call, the client's own throttling retries included, after
+//! CALL_TIMEOUT (not retried). 429, 503 and 504 are retried inside the client, where the
+//! Retry-After header is seen (cluster.rs): retrying them here too would multiply the attempts.
 
 use std::future::Future;
 use std::time::Duration;
@@ -9,8 +12,10 @@ use std::time::Duration;
 use kube::core::Status;
 use tracing::debug;
 
-/// How long one request may take.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long one HTTP attempt may wait for the server (connect, read, write).
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long one call may take, throttling retries and their Retry-After waits included.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 const ATTEMPTS: u32 = 5;
 const BASE_DELAY: Duration = Duration::from_millis(100);
 const MAX_DELAY: Duration = Duration::from_secs(5);
@@ -42,7 +47,7 @@ impl RequestError {
     fn retryable(&self) -> bool {
         match self {
             Self::Api(s) => matches!(s.code, 500 | 502),
-            Self::Timeout(_) => true,
+            Self::Timeout(_) => false,
             Self::Client(e) => matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_)),
         }
     }
@@ -65,10 +70,10 @@ where
 {
     let mut attempt = 1;
     loop {
-        let error = match tokio::time::timeout(REQUEST_TIMEOUT, send()).await {
+        let error = match tokio::time::timeout(CALL_TIMEOUT, send()).await {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(e)) => RequestError::from(e),
-            Err(_) => RequestError::Timeout(REQUEST_TIMEOUT),
+            Err(_) => RequestError::Timeout(CALL_TIMEOUT),
         };
         if !error.retryable() || attempt >= ATTEMPTS {
             return Err(error);
@@ -123,6 +128,9 @@ mod tests {
         ] {
             assert_eq!(status(code).retryable(), retried, "{code}");
         }
-        assert!(RequestError::Timeout(REQUEST_TIMEOUT).retryable());
+        assert!(
+            !RequestError::Timeout(CALL_TIMEOUT).retryable(),
+            "the call's own deadline is final"
+        );
     }
 }

@@ -2,19 +2,19 @@
 //! namespace pages arrive; then the summary and the exit code.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::{Api, Client};
+use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::config::Config;
 use crate::namespaces::{Candidate, Pages};
-use crate::report::{AccountOutcome, Outcome, Report, Summary, exit};
+use crate::report::{self, AccountOutcome, Outcome, Report, Summary, exit};
 use crate::secret::{self, Desired, SkipReason, Written};
 use crate::{cluster, ecr, login, service_accounts};
 
@@ -40,97 +40,131 @@ pub async fn shutdown_signal(timeout: Duration) -> &'static str {
     }
 }
 
+/// Why a run wrote nothing at all: exit 3.
+#[derive(Debug, thiserror::Error)]
+enum Unavailable {
+    #[error("no ECR token: {0}")]
+    Token(#[from] ecr::EcrError),
+    #[error("login check failed: {0}")]
+    Login(#[from] login::LoginError),
+    #[error("{0}")]
+    Cluster(#[from] cluster::ClusterError),
+    #[error("{0}")]
+    Namespaces(#[from] crate::namespaces::NamespaceError),
+}
+
 /// Runs once and returns the process exit code.
 pub async fn run(
     config: &Config,
     shutdown: impl Future<Output = &'static str> + Send + 'static,
 ) -> u8 {
     let started = Instant::now();
-    let stop = Stop::new(shutdown);
-
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let tokens = match ecr::fetch(&sdk, &config.registries).await {
-        Ok(tokens) => tokens,
-        Err(e) => {
-            error!(error = %e, "no ECR token: nothing was written");
-            return exit::UNAVAILABLE;
+    match refresh(config, Stop::new(shutdown)).await {
+        Ok((report, mut summary)) => {
+            summary.elapsed_ms = started.elapsed().as_millis() as u64;
+            log_summary(&report, &summary, config);
+            write_termination_message(
+                &config.termination_log,
+                &report.termination_message(&summary),
+            )
+            .await;
+            report.exit_code()
         }
-    };
-    let registries = tokens.registries();
-    let expires_at = tokens.expires_at();
-    info!(registries = %registries.join(","), token_expires_at = %expires_at, regions = tokens.0.len(), "ECR tokens fetched");
-
-    if config.verify_login
-        && let Err(e) = login::verify(&tokens).await
-    {
-        error!(error = %e, "login check failed: nothing was written");
-        return exit::UNAVAILABLE;
-    }
-
-    let (client, url) = match cluster::connect().await {
-        Ok(connected) => connected,
-        Err(e) => {
-            error!(error = %e, "no Kubernetes connection: nothing was written");
-            return exit::UNAVAILABLE;
-        }
-    };
-    match cluster::check(&client, &url).await {
-        Ok(version) => info!(api_server = %url, %version, dry_run = config.dry_run, "connected"),
         Err(e) => {
             error!(error = %e, "nothing was written");
-            return exit::UNAVAILABLE;
+            write_termination_message(
+                &config.termination_log,
+                &report::termination_error(exit::UNAVAILABLE, &e.to_string()),
+            )
+            .await;
+            exit::UNAVAILABLE
         }
     }
+}
+
+/// Tokens, the login check, the cluster, then every namespace.
+async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unavailable> {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let tokens = ecr::fetch(&sdk, &config.registries).await?;
+    let summary = Summary {
+        registries: tokens.registries(),
+        token_expires_at: tokens.expires_at(),
+        elapsed_ms: 0,
+    };
+    info!(
+        registries = %summary.registries.join(","),
+        token_expires_at = %summary.token_expires_at,
+        regions = tokens.0.len(),
+        "ECR tokens fetched"
+    );
+    if config.verify_login {
+        login::verify(&tokens).await?;
+    }
+
+    let (client, url) = cluster::connect().await?;
+    let version = cluster::check(&client, &url).await?;
+    info!(api_server = %url, %version, dry_run = config.dry_run, "connected");
 
     let desired = Desired {
         name: &config.secret_name,
         credentials: tokens.credentials(),
-        expires_at: expires_at.clone(),
+        expires_at: summary.token_expires_at.clone(),
         dry_run: config.dry_run,
     };
-    let report = match refresh_all(config, &client, &desired, &stop).await {
-        Ok(report) => report,
-        Err(e) => {
-            error!(error = %e, "nothing was written");
-            return exit::UNAVAILABLE;
-        }
-    };
-
-    let summary = Summary {
-        registries,
-        token_expires_at: expires_at,
-        elapsed_ms: started.elapsed().as_millis() as u64,
-    };
-    log_summary(&report, &summary, config);
-    write_termination_message(config, &report, &summary).await;
-    report.exit_code()
+    let report = refresh_all(config, &client, &desired, &stop).await?;
+    Ok((report, summary))
 }
 
-/// The stop flag: set once the shutdown future resolves. New namespaces are not started after
-/// it; writes in flight finish.
-struct Stop(Arc<AtomicBool>, Arc<std::sync::OnceLock<&'static str>>);
+/// How long writes in flight may go on after a stop before they are abandoned: inside the 30 s
+/// a pod gets between SIGTERM and SIGKILL, with time left for the summary.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// No new namespace is started; writes in flight finish.
+    Stopping(&'static str),
+    /// The grace is over: writes still in flight are abandoned.
+    Abandoning(&'static str),
+}
+
+/// The run's stop: set once the shutdown future resolves, then after SHUTDOWN_GRACE, abandon.
+struct Stop(watch::Receiver<Phase>);
 
 impl Stop {
     fn new(shutdown: impl Future<Output = &'static str> + Send + 'static) -> Self {
-        let flag = Arc::new(AtomicBool::new(false));
-        let why = Arc::new(std::sync::OnceLock::new());
-        let (f, w) = (flag.clone(), why.clone());
+        let (tx, rx) = watch::channel(Phase::Running);
         tokio::spawn(async move {
             let reason = shutdown.await;
             warn!(
                 reason,
-                "stopping: no new namespace is started; writes in flight finish"
+                grace_s = SHUTDOWN_GRACE.as_secs(),
+                "stopping: no new namespace is started; writes in flight may finish within the grace"
             );
-            let _ = w.set(reason);
-            f.store(true, Ordering::SeqCst);
+            let _ = tx.send(Phase::Stopping(reason));
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+            let _ = tx.send(Phase::Abandoning(reason));
         });
-        Self(flag, why)
+        Self(rx)
     }
 
     fn reason(&self) -> Option<&'static str> {
-        self.0
-            .load(Ordering::SeqCst)
-            .then(|| self.1.get().copied().unwrap_or("stopped"))
+        match *self.0.borrow() {
+            Phase::Running => None,
+            Phase::Stopping(reason) | Phase::Abandoning(reason) => Some(reason),
+        }
+    }
+
+    /// Resolves once writes in flight are to be abandoned.
+    async fn abandoned(&self) {
+        let mut rx = self.0.clone();
+        if rx
+            .wait_for(|p| matches!(p, Phase::Abandoning(_)))
+            .await
+            .is_err()
+        {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -172,7 +206,15 @@ async fn refresh_all(
                 }
                 break;
             }
-            match pages.next().await {
+            let next = tokio::select! {
+                next = pages.next() => next,
+                () = stop.abandoned() => {
+                    warn!("the namespace list was not read to its end: the shutdown grace ran out");
+                    listing_incomplete = true;
+                    break;
+                }
+            };
+            match next {
                 None => {}
                 Some(Ok(next)) => page = Some(next),
                 Some(Err(e)) => {
@@ -206,7 +248,7 @@ async fn refresh_all(
     Ok(report)
 }
 
-/// One namespace: the Secret, then the ServiceAccounts; one log line.
+/// One namespace, unless the run is stopping; abandoned if the shutdown grace runs out.
 async fn refresh_namespace(
     config: &Config,
     client: &Client,
@@ -225,19 +267,42 @@ async fn refresh_namespace(
         info!(%namespace, secret, outcome = %Outcome::Skipped, reason, "namespace skipped");
         return (namespace, Outcome::Skipped, Vec::new());
     }
-    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let (outcome, accounts) = tokio::select! {
+        done = write_namespace(config, client, desired, &namespace) => done,
+        () = stop.abandoned() => {
+            let error = format!(
+                "interrupted: still in flight {}s after the stop; the write may or may not have landed, \
+                 the next run covers it",
+                SHUTDOWN_GRACE.as_secs()
+            );
+            error!(%namespace, secret, outcome = %Outcome::Failed, %error, "namespace failed");
+            (Outcome::Failed, Vec::new())
+        }
+    };
+    (namespace, outcome, accounts)
+}
+
+/// The Secret, then the ServiceAccounts; one log line.
+async fn write_namespace(
+    config: &Config,
+    client: &Client,
+    desired: &Desired<'_>,
+    namespace: &str,
+) -> (Outcome, Vec<AccountOutcome>) {
+    let secret = config.secret_name.as_str();
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let written = match secret::refresh(&api, desired).await {
         Ok(written) => written,
         Err(e) => {
-            error!(%namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", error = %e, "namespace failed");
-            return (namespace, Outcome::Failed, Vec::new());
+            error!(namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", error = %e, "namespace failed");
+            return (Outcome::Failed, Vec::new());
         }
     };
     let mut accounts = Vec::new();
     let mut account_notes = Vec::new();
     let mut account_errors = Vec::new();
     if written.outcome != Outcome::Skipped {
-        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
+        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
         for account in &config.service_accounts {
             let outcome =
                 match service_accounts::attach(&api, account, &config.secret_name, config.dry_run)
@@ -254,13 +319,13 @@ async fn refresh_namespace(
         }
     }
     log_written(
-        &namespace,
+        namespace,
         secret,
         &written,
         &account_notes.join(","),
         &account_errors.join("; "),
     );
-    (namespace, written.outcome, accounts)
+    (written.outcome, accounts)
 }
 
 fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
@@ -302,7 +367,31 @@ fn log_written(namespace: &str, secret: &str, w: &Written, accounts: &str, accou
     let kept_entries = (w.kept_entries > 0).then_some(w.kept_entries);
     let dropped = w.dropped_entries.join(",");
     let dropped_entries = (!dropped.is_empty()).then_some(dropped.as_str());
-    if account_error.is_empty() {
+    let warning = w.warning.as_deref();
+    if !account_error.is_empty() {
+        error!(
+            namespace,
+            secret,
+            outcome,
+            uid_before,
+            uid_after,
+            service_accounts = accounts,
+            error = account_error,
+            warning,
+            "{message}; a ServiceAccount failed"
+        );
+    } else if warning.is_some() {
+        warn!(
+            namespace,
+            secret,
+            outcome,
+            uid_before,
+            uid_after,
+            service_accounts = accounts,
+            warning,
+            "{message}"
+        );
+    } else {
         info!(
             namespace,
             secret,
@@ -313,17 +402,6 @@ fn log_written(namespace: &str, secret: &str, w: &Written, accounts: &str, accou
             kept_entries,
             dropped_entries,
             "{message}"
-        );
-    } else {
-        error!(
-            namespace,
-            secret,
-            outcome,
-            uid_before,
-            uid_after,
-            service_accounts = accounts,
-            error = account_error,
-            "{message}; a ServiceAccount failed"
         );
     }
 }
@@ -342,10 +420,13 @@ fn log_summary(report: &Report, summary: &Summary, config: &Config) {
         recreated = report.count(Outcome::Recreated),
         skipped = report.count(Outcome::Skipped),
         failed = report.count(Outcome::Failed),
+        // Namespaces whose Secret was written but a ServiceAccount failed count here too.
+        namespaces_failed = report.failed.len(),
         would_write = report.count(Outcome::WouldCreate) + report.count(Outcome::WouldUpdate),
         sa_added = sa(AccountOutcome::Added),
         sa_present = sa(AccountOutcome::Present),
         sa_missing = sa(AccountOutcome::Missing),
+        sa_would_add = sa(AccountOutcome::WouldAdd),
         sa_failed = sa(AccountOutcome::Failed),
         listing_incomplete = report.listing_incomplete,
         dry_run = config.dry_run,
@@ -357,10 +438,9 @@ fn log_summary(report: &Report, summary: &Summary, config: &Config) {
     );
 }
 
-/// The summary where `kubectl describe pod` shows it; a run outside a pod has no such file.
-async fn write_termination_message(config: &Config, report: &Report, summary: &Summary) {
-    let message = report.termination_message(summary);
-    if let Err(e) = tokio::fs::write(&config.termination_log, message).await {
-        tracing::debug!(path = %config.termination_log.display(), error = %e, "termination message not written");
+/// The outcome where `kubectl describe pod` shows it; a run outside a pod has no such file.
+pub async fn write_termination_message(path: &Path, message: &str) {
+    if let Err(e) = tokio::fs::write(path, message).await {
+        tracing::debug!(path = %path.display(), error = %e, "termination message not written");
     }
 }

@@ -3,8 +3,9 @@
 //! Never delete-then-create: a Secret that exists is updated with server-side apply, so it is
 //! never absent. Every write derived from a read is pinned to what it read: the apply names the
 //! uid read (so it can only update that object, never create a replacement of a Secret deleted
-//! meanwhile), and when it carries data read from the cluster (others' auths entries), the
-//! resourceVersion read too. A create is a POST, which cannot overwrite a Secret that appeared.
+//! meanwhile) and the resourceVersion read (its value keeps others' auths entries as they were
+//! read, so a change made since is re-read, never overwritten). A create is a POST, which cannot
+//! overwrite a Secret that appeared meanwhile.
 
 use std::collections::BTreeMap;
 
@@ -15,8 +16,11 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use tracing::debug;
 
+use base64::Engine as _;
+
 use crate::docker_config::{self, Credential, UnreadableDockerConfig};
 use crate::names::SecretName;
+use crate::registry::normalize;
 use crate::report::Outcome;
 use crate::retry::{self, RequestError};
 
@@ -70,6 +74,8 @@ pub struct Written {
     pub reason: Option<SkipReason>,
     /// The kubectl last-applied annotation (a copy of the old password) was removed.
     pub removed_last_applied: bool,
+    /// Written, but something to tell the operator (the annotation could not be removed).
+    pub warning: Option<String>,
     /// auths entries of other registries, kept as they were.
     pub kept_entries: usize,
     /// auths entries we had written for registries no longer configured, removed.
@@ -84,6 +90,7 @@ impl Written {
             uid_after,
             reason: None,
             removed_last_applied: false,
+            warning: None,
             kept_entries: 0,
             dropped_entries: Vec::new(),
         }
@@ -262,10 +269,9 @@ async fn update(
         .map(|b| b.0.as_slice());
     let merged = docker_config::merge(value, &desired.credentials, &previously_ours)?;
     let (kept_entries, dropped_entries) = (merged.kept.len(), merged.dropped.clone());
-    let resource_version = merged
-        .carries_cluster_data
-        .then(|| current.metadata.resource_version.clone())
-        .flatten();
+    // The new value is derived from the one read (what it keeps, and what it leaves out): it is
+    // only written over that version. An entry added since our read is re-read, not erased.
+    let resource_version = current.metadata.resource_version.clone();
     let uid = current.metadata.uid.clone();
     let secret = body(desired, merged.into_bytes(), uid.clone(), resource_version);
 
@@ -295,8 +301,17 @@ async fn update(
     );
     written.kept_entries = kept_entries;
     written.dropped_entries = dropped_entries;
-    if has_last_applied(&applied) && !desired.dry_run {
-        written.removed_last_applied = remove_last_applied(api, name, applied).await?;
+    if !desired.dry_run && last_applied_holds_ours(&applied, desired) {
+        // The refresh itself is done: a failure here is reported, not turned into one.
+        match remove_last_applied(api, name, desired, applied).await {
+            Ok(removed) => written.removed_last_applied = removed,
+            Err(e) => {
+                written.warning = Some(format!(
+                    "kubectl's last-applied-configuration annotation, which holds a copy of the old \
+                     password, could not be removed: {e}"
+                ))
+            }
+        }
     }
     Ok(Updated::Done(written))
 }
@@ -308,10 +323,11 @@ async fn update(
 async fn remove_last_applied(
     api: &Api<Secret>,
     name: &str,
+    desired: &Desired<'_>,
     mut seen: Secret,
 ) -> Result<bool, SecretError> {
     for _ in 0..ATTEMPTS {
-        if !has_last_applied(&seen) {
+        if !last_applied_holds_ours(&seen, desired) {
             return Ok(false);
         }
         let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
@@ -344,12 +360,34 @@ async fn remove_last_applied(
     Err(SecretError::Contended)
 }
 
-fn has_last_applied(secret: &Secret) -> bool {
-    secret
+/// Whether kubectl's last-applied annotation holds a docker config with an entry for one of
+/// our registries: a copy of a password we replace. Any other last-applied annotation is
+/// someone else's, and stays.
+fn last_applied_holds_ours(secret: &Secret, desired: &Desired<'_>) -> bool {
+    let Some(text) = secret
         .metadata
         .annotations
         .as_ref()
-        .is_some_and(|a| a.contains_key(LAST_APPLIED_ANNOTATION))
+        .and_then(|a| a.get(LAST_APPLIED_ANNOTATION))
+    else {
+        return false;
+    };
+    let Ok(applied) = serde_json::from_str::<serde_json::Value>(text) else {
+        return false;
+    };
+    let Some(value) = applied["data"][DATA_KEY]
+        .as_str()
+        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+    else {
+        return false;
+    };
+    let ours: Vec<&str> = desired
+        .credentials
+        .iter()
+        .map(|c| c.registry.host())
+        .collect();
+    docker_config::auths_keys(&value)
+        .is_ok_and(|keys| keys.iter().any(|k| ours.contains(&normalize(k).as_str())))
 }
 
 /// The object we apply or create: only the fields we own.

@@ -922,3 +922,206 @@ fn text_logs_carry_the_same_fields() {
         "no colour codes outside a terminal"
     );
 }
+
+#[test]
+fn an_entry_added_to_a_secret_we_wrote_between_our_read_and_write_is_not_lost() {
+    let h = Harness::new();
+    h.namespaces(&["ci"]);
+    h.run(&[]).expect_code(0);
+    // The Secret holds only our entry; someone adds theirs right after our next read.
+    h.cluster
+        .change_after_next_get(Resource::Secrets, "ci", SECRET, |secret| {
+            let value = docker_config(secret);
+            let mut auths = value["auths"].clone();
+            auths["quay.io"] = json!({ "auth": "cXVheToy" });
+            secret["data"][".dockerconfigjson"] =
+                json!(b64(&json!({ "auths": auths }).to_string()));
+        });
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("ci"), "updated");
+    let auths = docker_config(&h.secret("ci").unwrap())["auths"].clone();
+    assert_eq!(auths["quay.io"]["auth"], "cXVheToy", "{auths}");
+}
+
+#[test]
+fn labels_and_annotations_of_other_owners_stay() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    h.seed_secret(
+        "a",
+        "argocd",
+        json!({
+            "metadata": {
+                "labels": { "team": "payments" },
+                "annotations": { "argocd.argoproj.io/sync-options": "Prune=false" }
+            },
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) }
+        }),
+    );
+
+    h.run(&[]).expect_code(0);
+    h.run(&[]).expect_code(0);
+
+    let secret = h.secret("a").unwrap();
+    assert_eq!(secret["metadata"]["labels"]["team"], "payments");
+    assert_eq!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "ecr-refresh"
+    );
+    assert_eq!(
+        secret["metadata"]["annotations"]["argocd.argoproj.io/sync-options"],
+        "Prune=false"
+    );
+}
+
+#[test]
+fn a_last_applied_annotation_without_our_password_is_someone_elses_and_stays() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    let value = r#"{"auths":{"ghcr.io":{"auth":"Z2g6MQ=="}}}"#;
+    let last_applied = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": { "name": SECRET, "namespace": "a" },
+        "data": { ".dockerconfigjson": b64(value) }
+    })
+    .to_string();
+    h.seed_secret(
+        "a",
+        "kubectl-client-side-apply",
+        json!({
+            "metadata": { "annotations": { "kubectl.kubernetes.io/last-applied-configuration": last_applied } },
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": { ".dockerconfigjson": b64(value) }
+        }),
+    );
+
+    h.run(&[]).expect_code(0);
+
+    let secret = h.secret("a").unwrap();
+    assert_eq!(
+        secret["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
+        last_applied
+    );
+    assert_eq!(
+        h.requests_to("PATCH", &format!("/secrets/{SECRET}")),
+        1,
+        "the apply only"
+    );
+}
+
+#[test]
+fn a_secret_that_keeps_changing_fails_after_a_bounded_number_of_tries() {
+    let h = Harness::new();
+    h.namespaces(&["busy"]);
+    h.run(&[]).expect_code(0);
+    h.cluster.add_fault(Fault::new("PATCH", "/secrets/", 409));
+
+    let run = h.run(&[]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("busy"), "failed");
+    assert!(
+        run.line("busy")["error"]
+            .as_str()
+            .unwrap()
+            .contains("kept changing")
+    );
+    assert_eq!(h.requests_to("PATCH", &format!("/secrets/{SECRET}")), 5);
+}
+
+#[test]
+fn no_token_reaches_the_log_even_at_trace_level() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+
+    // Harness::checked looks for every password issued, and its base64 forms, in the output.
+    let run = h.run(&[("RUST_LOG", "trace")]);
+
+    run.expect_code(0);
+    assert!(
+        run.lines.len() > 20,
+        "trace logging was on: {} lines",
+        run.lines.len()
+    );
+    let password = password(&h.secret("a").unwrap(), REGISTRY);
+    assert!(!run.stdout.contains(&password));
+}
+
+#[test]
+fn an_early_failure_still_writes_the_termination_message() {
+    let h = Harness::new();
+    h.ecr.add_fault(EcrFault::AccessDenied, None);
+    h.run(&[]).expect_code(3);
+    let message: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert_eq!(message["exit_code"], 3);
+    assert!(
+        message["error"]
+            .as_str()
+            .unwrap()
+            .contains("AccessDeniedException")
+    );
+
+    h.run(&[("ECR_REFRESH_CONCURRENCY", "0")]).expect_code(2);
+    let message: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert_eq!(message["exit_code"], 2);
+    assert!(
+        message["error"]
+            .as_str()
+            .unwrap()
+            .contains("ECR_REFRESH_CONCURRENCY")
+    );
+}
+
+#[test]
+fn a_write_still_in_flight_after_the_shutdown_grace_is_abandoned_and_the_summary_printed() {
+    let h = Harness::new();
+    h.namespaces(&["stuck"]);
+    h.cluster.add_fault(Fault::slow(
+        Some("GET"),
+        "/secrets/",
+        Duration::from_secs(50),
+    ));
+    let child = h
+        .command(&[])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while h.cluster.request_count() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the run never reached a namespace"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let signalled = std::time::Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+
+    let run = h.checked(child.wait_with_output().unwrap());
+
+    let waited = signalled.elapsed();
+    assert!(
+        waited < Duration::from_secs(28),
+        "exited {waited:?} after SIGTERM: inside a pod's 30 s grace"
+    );
+    run.expect_code(1);
+    assert_eq!(run.outcome("stuck"), "failed");
+    assert!(
+        run.line("stuck")["error"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted")
+    );
+    assert_eq!(run.summary()["failed"], 1);
+}
