@@ -1,5 +1,7 @@
 //! The RBAC in manifests/ grants everything a run needs and nothing it doesn't use: a full
 //! refresh passes with the fake API server enforcing it, and fails when any verb is taken out.
+//! The fake grants only roles bound to ecr-refresh's ServiceAccount, so every test loads the
+//! bindings with the roles.
 
 mod common;
 
@@ -58,9 +60,13 @@ fn without(yaml: &str, resource: &str, verb: &str) -> String {
 }
 
 /// A cluster where a full run uses every verb: a namespace to create in, one whose Secret
-/// exists (patch), and a ServiceAccount to attach to.
-fn scenario(rbac: &str) -> Harness {
-    let h = Harness::with(FakeCluster::builder().rbac_from_yaml(rbac).start());
+/// exists (patch), and a ServiceAccount to attach to. `role` is bound as in manifests/.
+fn scenario(role: &str) -> Harness {
+    let rbac = format!(
+        "{role}\n---\n{}",
+        manifest("manifests/clusterrolebinding.yaml")
+    );
+    let h = Harness::with(FakeCluster::builder().rbac_from_yaml(&rbac).start());
     h.namespaces(&["team-a", "team-b"]);
     h.seed_secret(
         "team-b",
@@ -154,6 +160,14 @@ fn seed(h: &Harness, namespaces: &[&str]) {
     );
 }
 
+/// The namespaced variant's Roles and their RoleBindings.
+const NAMESPACED: &[&str] = &[
+    "manifests/namespaced/role-team-a.yaml",
+    "manifests/namespaced/rolebinding-team-a.yaml",
+    "manifests/namespaced/role-team-b.yaml",
+    "manifests/namespaced/rolebinding-team-b.yaml",
+];
+
 fn refused(h: &Harness) -> Vec<String> {
     h.cluster
         .requests()
@@ -165,7 +179,10 @@ fn refused(h: &Harness) -> Vec<String> {
 
 #[test]
 fn a_run_needs_no_right_the_cluster_wide_clusterrole_does_not_grant() {
-    let h = harness_with_rbac_from(&["manifests/clusterrole.yaml"]);
+    let h = harness_with_rbac_from(&[
+        "manifests/clusterrole.yaml",
+        "manifests/clusterrolebinding.yaml",
+    ]);
     seed(&h, &["adopted", "fresh", "gone-mid-run"]);
     h.seed_secret(
         "gone-mid-run",
@@ -195,10 +212,7 @@ fn a_run_needs_no_right_the_cluster_wide_clusterrole_does_not_grant() {
 
 #[test]
 fn a_run_over_the_namespaced_variants_namespaces_needs_only_their_roles() {
-    let h = harness_with_rbac_from(&[
-        "manifests/namespaced/role-team-a.yaml",
-        "manifests/namespaced/role-team-b.yaml",
-    ]);
+    let h = harness_with_rbac_from(NAMESPACED);
     seed(&h, &["team-a", "team-b", "team-c"]);
     let namespaces = namespaced_value("ECR_REFRESH_NAMESPACES");
     assert_eq!(namespaces, "team-a,team-b");
@@ -224,14 +238,54 @@ fn a_run_over_the_namespaced_variants_namespaces_needs_only_their_roles() {
 
 #[test]
 fn with_only_the_namespaced_roles_a_glob_is_refused_before_anything_is_written() {
+    let h = harness_with_rbac_from(NAMESPACED);
+    seed(&h, &["team-a", "team-b"]);
+
+    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-*")]);
+
+    run.expect_code(3);
+    assert!(h.secret("team-b").is_none());
+}
+
+#[test]
+fn a_run_fails_when_the_binding_is_missing_or_names_another_subject() {
+    let role = manifest("manifests/clusterrole.yaml");
+    let binding = manifest("manifests/clusterrolebinding.yaml");
+    assert!(binding.contains("namespace: ecr-refresh"), "{binding}");
+    let elsewhere = binding.replace("namespace: ecr-refresh", "namespace: default");
+    for (case, rbac) in [
+        ("the ClusterRole without its binding", role.clone()),
+        (
+            "a binding to the ServiceAccount of namespace default",
+            format!("{role}\n---\n{elsewhere}"),
+        ),
+    ] {
+        let h = Harness::with(FakeCluster::builder().rbac_from_yaml(&rbac).start());
+        seed(&h, &["adopted", "fresh"]);
+        let before = h.secret("adopted");
+
+        let run = h.run(&[("ECR_REFRESH_SERVICE_ACCOUNTS", "default")]);
+
+        assert_eq!(run.code, 3, "{case}:\n{}{}", run.stdout, run.stderr);
+        assert_eq!(
+            refused(&h),
+            ["GET /api/v1/namespaces"],
+            "{case}: the namespace list is refused, and nothing is tried after it"
+        );
+        assert_eq!(h.secret("adopted"), before, "{case}");
+        assert!(h.secret("fresh").is_none(), "{case}");
+    }
+
+    // The namespaced Roles without their RoleBindings grant nothing either.
     let h = harness_with_rbac_from(&[
         "manifests/namespaced/role-team-a.yaml",
         "manifests/namespaced/role-team-b.yaml",
     ]);
     seed(&h, &["team-a", "team-b"]);
 
-    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-*")]);
+    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-a,team-b")]);
 
-    run.expect_code(3);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(!refused(&h).is_empty());
     assert!(h.secret("team-b").is_none());
 }

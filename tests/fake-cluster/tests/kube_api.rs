@@ -82,6 +82,39 @@ fn apply_naming_a_uid_of_an_absent_object_is_409_and_creates_nothing() {
 }
 
 #[test]
+fn the_uid_check_of_an_absent_object_comes_before_namespace_admission() {
+    let c = FakeCluster::start();
+    c.add_terminating_namespace("t");
+    for ns in ["t", "gone"] {
+        let mut body = docker_secret(ns, "s", CFG);
+        body["metadata"]["uid"] = json!("1b4e28ba-2fa1-11d2-883f-0016d3cca427");
+        let r = apply(&c.url(), &secret_path(ns, "s"), "ecr-refresh", true, &body);
+        assert_eq!(r.status, 409, "{ns}: {:?}", r.body);
+        assert_eq!(
+            r.message(),
+            "Operation cannot be fulfilled on secrets \"s\": uid mismatch: the provided object specified uid 1b4e28ba-2fa1-11d2-883f-0016d3cca427, and no existing object was found"
+        );
+    }
+    // Without a uid, admission answers: 403 in a terminating namespace, 404 in a missing one.
+    let r = apply(
+        &c.url(),
+        &secret_path("t", "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret("t", "s", CFG),
+    );
+    assert_eq!(r.status, 403);
+    let r = apply(
+        &c.url(),
+        &secret_path("gone", "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret("gone", "s", CFG),
+    );
+    assert_eq!(r.status, 404);
+}
+
+#[test]
 fn apply_naming_another_objects_uid_is_422() {
     let c = cluster_with(&["a"]);
     seed_secret(&c, "a", "s", "kubectl-create");
@@ -406,6 +439,144 @@ fn dry_run_validates_answers_and_stores_nothing() {
         422,
         "dry runs still validate"
     );
+}
+
+/// The 422 of a `.dockerconfigjson` Go's json.Unmarshal refuses with `why`.
+fn assert_not_json(r: &Response, name: &str, why: &str) {
+    assert_eq!(r.status, 422, "{:?}", r.body);
+    assert_eq!(r.reason(), "Invalid");
+    assert_eq!(
+        r.message(),
+        format!(
+            "Secret \"{name}\" is invalid: data[.dockerconfigjson]: Invalid value: \"<secret contents redacted>\": {why}"
+        )
+    );
+    assert_eq!(
+        r.body["details"]["causes"],
+        json!([{
+            "reason": "FieldValueInvalid",
+            "message": format!("Invalid value: \"<secret contents redacted>\": {why}"),
+            "field": "data[.dockerconfigjson]",
+        }])
+    );
+}
+
+#[test]
+fn dockerconfigjson_must_be_a_json_object_on_every_write() {
+    let c = cluster_with(&["a"]);
+    let null_u = "invalid character 'o' in literal null (expecting 'u')";
+    let array = "json: cannot unmarshal array into Go value of type map[string]interface {}";
+    let bad = docker_secret("a", "s", "not json");
+    let r = apply(&c.url(), &secret_path("a", "s"), "ecr-refresh", true, &bad);
+    assert_not_json(&r, "s", null_u);
+    let r = post(&c.url(), "/api/v1/namespaces/a/secrets", &bad);
+    assert_not_json(&r, "s", null_u);
+    let r = post(
+        &c.url(),
+        "/api/v1/namespaces/a/secrets",
+        &docker_secret("a", "s", r#"{"auths":{}"#),
+    );
+    assert_not_json(&r, "s", "unexpected end of JSON input");
+    let r = post(
+        &c.url(),
+        "/api/v1/namespaces/a/secrets",
+        &json!({"metadata": {"name": "s"}, "type": "kubernetes.io/dockerconfigjson", "stringData": {".dockerconfigjson": "[]"}}),
+    );
+    assert_not_json(&r, "s", array);
+    assert!(c.history(Resource::Secrets, "a", "s").is_empty());
+    let r = post(
+        &c.url(),
+        "/api/v1/namespaces/a/secrets",
+        &json!({"metadata": {"name": "s"}, "type": "kubernetes.io/dockerconfigjson", "data": {}}),
+    );
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.message(),
+        "Secret \"s\" is invalid: data[.dockerconfigjson]: Required value"
+    );
+    // Opaque Secrets hold anything.
+    let mut opaque = bad.clone();
+    opaque["metadata"]["name"] = json!("opaque");
+    opaque["type"] = json!("Opaque");
+    assert_eq!(
+        post(&c.url(), "/api/v1/namespaces/a/secrets", &opaque).status,
+        201
+    );
+
+    // Updates: apply, PUT and every patch type.
+    let live = seed_secret(&c, "a", "s", "kubectl-create");
+    let r = apply(&c.url(), &secret_path("a", "s"), "ecr-refresh", true, &bad);
+    assert_not_json(&r, "s", null_u);
+    let mut put = live.clone();
+    put["data"] = bad["data"].clone();
+    let r = send(
+        &c.url(),
+        "PUT",
+        &secret_path("a", "s"),
+        Some("application/json"),
+        &put.to_string(),
+    );
+    assert_not_json(&r, "s", null_u);
+    let data = json!({"data": bad["data"]});
+    for content_type in [MERGE_PATCH, STRATEGIC] {
+        let r = patch(&c.url(), &secret_path("a", "s"), content_type, &data);
+        assert_not_json(&r, "s", null_u);
+    }
+    let r = patch(
+        &c.url(),
+        &secret_path("a", "s"),
+        JSON_PATCH,
+        &json!([{"op": "replace", "path": "/data/.dockerconfigjson", "value": bad["data"][".dockerconfigjson"]}]),
+    );
+    assert_not_json(&r, "s", null_u);
+    assert_eq!(c.history(Resource::Secrets, "a", "s").len(), 1);
+    let r = apply(
+        &c.url(),
+        &secret_path("a", "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret("a", "s", CFG),
+    );
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn create_after_next_get_makes_the_next_post_meet_already_exists() {
+    let c = cluster_with(&["a"]);
+    c.create_after_next_get(
+        Resource::Secrets,
+        "a",
+        "s",
+        json!({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": "e30="}}),
+        "someone-else",
+    );
+    assert_eq!(
+        get(&c.url(), &secret_path("a", "s")).status,
+        404,
+        "the GET itself sees nothing"
+    );
+    let theirs = c
+        .get(Resource::Secrets, "a", "s")
+        .expect("created after the GET");
+    assert_eq!(theirs["metadata"]["namespace"], "a");
+    assert_eq!(theirs["metadata"]["uid"].as_str().unwrap().len(), 36);
+    assert_eq!(
+        owners(&theirs, &["f:data", "f:.dockerconfigjson"]),
+        ["someone-else/Update"]
+    );
+    let r = post(
+        &c.url(),
+        "/api/v1/namespaces/a/secrets",
+        &docker_secret("a", "s", CFG),
+    );
+    assert_eq!(r.status, 409);
+    assert_eq!(r.reason(), "AlreadyExists");
+    assert_eq!(r.message(), "secrets \"s\" already exists");
+    assert_eq!(c.get(Resource::Secrets, "a", "s").unwrap(), theirs);
+    // The hook fires once.
+    c.delete(Resource::Secrets, "a", "s");
+    assert_eq!(get(&c.url(), &secret_path("a", "s")).status, 404);
+    assert!(c.get(Resource::Secrets, "a", "s").is_none());
 }
 
 #[test]
@@ -753,12 +924,20 @@ rules:
 - apiGroups: [""]
   resources: ["secrets"]
   resourceNames: ["aws-ecr-token"]
-  verbs: ["get", "patch"]
+  verbs: ["get", "create", "patch"]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
-  name: ignored
+  name: ecr-refresh
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: ecr-refresh
+subjects:
+- kind: ServiceAccount
+  name: ecr-refresh
+  namespace: ecr-refresh
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -769,7 +948,23 @@ rules:
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["list"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: lister
+  namespace: a
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: lister
+subjects:
+- kind: ServiceAccount
+  name: ecr-refresh
+  namespace: ecr-refresh
 "#;
+
+const USER_CANNOT: &str = "User \"system:serviceaccount:ecr-refresh:ecr-refresh\" cannot";
 
 #[test]
 fn rbac_refuses_what_is_not_granted_and_allows_what_is() {
@@ -783,7 +978,10 @@ fn rbac_refuses_what_is_not_granted_and_allows_what_is() {
         true,
         &docker_secret("a", "aws-ecr-token", CFG),
     );
-    assert_eq!(r.status, 201, "patch on the named secret is granted");
+    assert_eq!(
+        r.status, 201,
+        "patch, and create for the apply that creates, on the named secret are granted"
+    );
     assert_eq!(
         get(&c.url(), &secret_path("a", "aws-ecr-token")).status,
         200
@@ -799,17 +997,34 @@ fn rbac_refuses_what_is_not_granted_and_allows_what_is() {
     assert_eq!(r.reason(), "Forbidden");
     assert_eq!(
         r.message(),
-        "secrets \"other\" is forbidden: User \"system:serviceaccount:ecr-refresh:ecr-refresh\" cannot patch resource \"secrets\" in API group \"\" in the namespace \"a\""
+        format!(
+            "secrets \"other\" is forbidden: {USER_CANNOT} patch resource \"secrets\" in API group \"\" in the namespace \"a\""
+        )
     );
     assert_eq!(
         r.body["details"],
         json!({"name": "other", "kind": "secrets"})
     );
+    // A POST names no object when it is authorized: resourceNames cannot grant it.
+    let r = post(
+        &c.url(),
+        "/api/v1/namespaces/b/secrets",
+        &docker_secret("b", "aws-ecr-token", CFG),
+    );
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.message(),
+        format!(
+            "secrets is forbidden: {USER_CANNOT} create resource \"secrets\" in API group \"\" in the namespace \"b\""
+        )
+    );
     let r = get(&c.url(), "/api/v1/namespaces");
     assert_eq!(r.status, 403);
     assert_eq!(
         r.message(),
-        "namespaces is forbidden: User \"system:serviceaccount:ecr-refresh:ecr-refresh\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope"
+        format!(
+            "namespaces is forbidden: {USER_CANNOT} list resource \"namespaces\" in API group \"\" at the cluster scope"
+        )
     );
     assert_eq!(
         get(&c.url(), "/api/v1/namespaces/a/secrets").status,
@@ -823,6 +1038,191 @@ fn rbac_refuses_what_is_not_granted_and_allows_what_is() {
     );
     assert_eq!(get(&c.url(), "/version").status, 200);
     assert_eq!(get(&c.url(), "/api/v1").status, 200);
+}
+
+/// Lists namespaces (cluster-wide) and secrets in `a` and `b` under this RBAC: which were let through.
+fn granted(rbac: &str) -> (bool, bool, bool) {
+    let c = FakeCluster::builder().rbac_from_yaml(rbac).start();
+    let ok = |path: &str| get(&c.url(), path).status == 200;
+    (
+        ok("/api/v1/namespaces"),
+        ok("/api/v1/namespaces/a/secrets"),
+        ok("/api/v1/namespaces/b/secrets"),
+    )
+}
+
+const LISTER: &str = r#"
+kind: ClusterRole
+metadata: {name: lister}
+rules:
+- apiGroups: [""]
+  resources: ["namespaces", "secrets"]
+  verbs: ["list"]
+"#;
+
+fn cluster_binding(role_kind: &str, role: &str, subject: &str) -> String {
+    format!(
+        "kind: ClusterRoleBinding\nmetadata: {{name: b}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: {role_kind}, name: {role}}}\nsubjects: [{subject}]\n"
+    )
+}
+
+const THE_SA: &str = "{kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}";
+
+#[test]
+fn rbac_grants_only_roles_bound_to_the_service_account() {
+    let all = (true, true, true);
+    let none = (false, false, false);
+    assert_eq!(granted(LISTER), none, "a ClusterRole without a binding");
+    for (subject, want) in [
+        (THE_SA, all),
+        (
+            "{kind: ServiceAccount, name: ecr-refresh, namespace: default}",
+            none,
+        ),
+        ("{kind: ServiceAccount, name: ecr-refresh}", none),
+        (
+            "{kind: User, name: \"system:serviceaccount:ecr-refresh:ecr-refresh\"}",
+            all,
+        ),
+        ("{kind: Group, name: \"system:serviceaccounts\"}", all),
+        (
+            "{kind: Group, name: \"system:serviceaccounts:ecr-refresh\"}",
+            all,
+        ),
+        ("{kind: Group, name: \"system:authenticated\"}", all),
+        (
+            "{kind: Group, name: \"system:serviceaccounts:kube-system\"}",
+            none,
+        ),
+    ] {
+        let rbac = format!(
+            "{LISTER}---\n{}",
+            cluster_binding("ClusterRole", "lister", subject)
+        );
+        assert_eq!(granted(&rbac), want, "{subject}");
+    }
+    // roleRef must name the role by kind and name.
+    let wrong_name = format!(
+        "{LISTER}---\n{}",
+        cluster_binding("ClusterRole", "other", THE_SA)
+    );
+    assert_eq!(granted(&wrong_name), none);
+    // A ClusterRole bound by a RoleBinding grants only in the binding's namespace; a Role
+    // only where it is, and only when bound there.
+    let in_a = format!(
+        "{LISTER}---\nkind: RoleBinding\nmetadata: {{name: b, namespace: a}}\nroleRef: {{kind: ClusterRole, name: lister}}\nsubjects: [{THE_SA}]\n"
+    );
+    assert_eq!(granted(&in_a), (false, true, false));
+    let role_in_b = "kind: Role\nmetadata: {name: lister, namespace: b}\nrules: [{apiGroups: [\"\"], resources: [secrets], verbs: [list]}]\n";
+    let bound_in_a = format!(
+        "{role_in_b}---\nkind: RoleBinding\nmetadata: {{name: b, namespace: a}}\nroleRef: {{kind: Role, name: lister}}\nsubjects: [{THE_SA}]\n"
+    );
+    assert_eq!(
+        granted(&bound_in_a),
+        none,
+        "the Role is in b, its binding in a"
+    );
+    let bound_in_b = bound_in_a.replace("namespace: a}", "namespace: b}");
+    assert_eq!(granted(&bound_in_b), (false, false, true));
+}
+
+#[test]
+fn a_refusal_names_the_missing_role_a_binding_refers_to() {
+    let c = FakeCluster::builder()
+        .rbac_from_yaml(&cluster_binding("ClusterRole", "ecr-refresh", THE_SA))
+        .start();
+    let r = get(&c.url(), "/api/v1/namespaces");
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.message(),
+        format!(
+            "namespaces is forbidden: {USER_CANNOT} list resource \"namespaces\" in API group \"\" at the cluster scope: RBAC: clusterrole.rbac.authorization.k8s.io \"ecr-refresh\" not found"
+        )
+    );
+}
+
+const SECRETS_GET_PATCH: &str = r#"
+kind: ClusterRole
+metadata: {name: ecr-refresh}
+rules:
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "patch"]
+---
+kind: ClusterRoleBinding
+metadata: {name: ecr-refresh}
+roleRef: {kind: ClusterRole, name: ecr-refresh}
+subjects: [{kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}]
+"#;
+
+#[test]
+fn an_apply_that_creates_needs_create_as_well_as_patch() {
+    let c = FakeCluster::builder()
+        .rbac_from_yaml(SECRETS_GET_PATCH)
+        .start();
+    c.add_namespace("a", &[]);
+    for dry_run in ["", "&dryRun=All"] {
+        let r = patch(
+            &c.url(),
+            &format!(
+                "{}?fieldManager=ecr-refresh&force=true{dry_run}",
+                secret_path("a", "s")
+            ),
+            APPLY,
+            &docker_secret("a", "s", CFG),
+        );
+        assert_eq!(r.status, 403, "{dry_run}");
+        assert_eq!(r.reason(), "Forbidden");
+        // withAuthorization reports only the authorizer's reason, which RBAC leaves empty.
+        assert_eq!(r.message(), "secrets \"s\" is forbidden: ");
+        assert_eq!(r.body["details"], json!({"name": "s", "kind": "secrets"}));
+    }
+    assert!(c.history(Resource::Secrets, "a", "s").is_empty());
+    // Namespace admission and validation come before the create check.
+    let r = apply(
+        &c.url(),
+        &secret_path("gone", "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret("gone", "s", CFG),
+    );
+    assert_eq!(r.status, 404);
+    let r = apply(
+        &c.url(),
+        &secret_path("a", "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret("a", "s", "not json"),
+    );
+    assert_eq!(r.status, 422);
+    // An apply that updates needs only patch.
+    seed_secret(&c, "a", "s", "kubectl-create");
+    let r = apply(
+        &c.url(),
+        &secret_path("a", "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret("a", "s", CFG),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    // And create alone does not let an apply through: patch is checked first.
+    let create_only = SECRETS_GET_PATCH.replace("[\"get\", \"patch\"]", "[\"create\"]");
+    let c = FakeCluster::builder().rbac_from_yaml(&create_only).start();
+    c.add_namespace("a", &[]);
+    let r = apply(
+        &c.url(),
+        &secret_path("a", "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret("a", "s", CFG),
+    );
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.message(),
+        format!(
+            "secrets \"s\" is forbidden: {USER_CANNOT} patch resource \"secrets\" in API group \"\" in the namespace \"a\""
+        )
+    );
 }
 
 #[test]

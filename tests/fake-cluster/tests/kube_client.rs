@@ -129,7 +129,7 @@ async fn kube_rs_applies_gets_and_creates_against_the_fake() {
         .patch(
             "aws-ecr-token",
             &params.clone().dry_run(),
-            &Patch::Apply(&docker_secret("aws-ecr-token", "x")),
+            &Patch::Apply(&docker_secret("aws-ecr-token", r#"{"auths":{"x":{}}}"#)),
         )
         .await
         .expect("dry run");

@@ -7,6 +7,7 @@
 //! (added latency is slept outside it).
 
 mod fields;
+mod gojson;
 mod http;
 mod patch;
 mod rbac;
@@ -222,8 +223,12 @@ impl FakeClusterBuilder {
             ..self
         }
     }
-    /// Enforce RBAC from the ClusterRole/Role documents in this YAML (multi-document);
-    /// anything not granted is refused with 403 as the real server does.
+    /// Enforce RBAC from the ClusterRole, Role, ClusterRoleBinding and RoleBinding documents
+    /// in this YAML (multi-document): only rules of roles bound to the user ecr-refresh runs
+    /// as (`system:serviceaccount:ecr-refresh:ecr-refresh`, directly or by its groups) are
+    /// granted, a ClusterRole bound by a RoleBinding only in that namespace. Anything not
+    /// granted is refused with 403 as the real server does; roles without a binding grant
+    /// nothing.
     ///
     /// Panics when the YAML does not parse (a broken test fixture).
     pub fn rbac_from_yaml(self, yaml: &str) -> Self {
@@ -456,6 +461,25 @@ users:
             .lock()
             .store
             .add_hook(resource, namespace, name, Hook::Delete);
+    }
+    /// Right after the next GET of this object is answered (typically a 404), create it as
+    /// `manager` would with a POST (the in-flight create of another client), so a create
+    /// that follows meets 409 AlreadyExists. `obj` gets the name and namespace given here;
+    /// nothing happens if the object exists by then.
+    pub fn create_after_next_get(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        obj: Value,
+        manager: &str,
+    ) {
+        self.shared.lock().store.add_hook(
+            resource,
+            namespace,
+            name,
+            Hook::Create(obj, manager.to_owned()),
+        );
     }
     /// Right after the next GET of this object is answered, run `change` on the stored
     /// object (as an Update by manager "someone-else", bumping resourceVersion).

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::Resource;
 use super::fields::{self, ManagerEntry};
+use super::gojson;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{self, ApiError, Cause, Details, FieldError};
 
@@ -24,6 +25,8 @@ pub(crate) struct Stored {
 /// What a hook does right after the next GET of an object is answered.
 pub(crate) enum Hook {
     Delete,
+    /// Create this object (as `seed` does, by this manager) if it is absent.
+    Create(Value, String),
     Change(Box<dyn FnOnce(&mut Value) + Send>),
 }
 
@@ -179,16 +182,30 @@ fn validate(
                 });
             }
         }
-        if secret_type(new) == "kubernetes.io/dockerconfigjson"
-            && new
-                .get("data")
-                .and_then(|d| d.get(".dockerconfigjson"))
-                .is_none()
-        {
-            errors.push(FieldError::Required {
-                field: "data[.dockerconfigjson]".into(),
-                detail: String::new(),
-            });
+        if secret_type(new) == "kubernetes.io/dockerconfigjson" {
+            // ValidateSecret: the key must exist and unmarshal into a map[string]interface{}.
+            match new.get("data").and_then(|d| d.get(".dockerconfigjson")) {
+                None => errors.push(FieldError::Required {
+                    field: "data[.dockerconfigjson]".into(),
+                    detail: String::new(),
+                }),
+                Some(encoded) => {
+                    // Bytes that are not base64 never get this far in the real server (the
+                    // body fails to decode first); the fake lets them through unchecked.
+                    let bytes = match encoded {
+                        Value::Null => Some(Vec::new()),
+                        Value::String(text) => B64.decode(text).ok(),
+                        _ => None,
+                    };
+                    if let Some(Err(why)) = bytes.map(|b| gojson::unmarshal_into_map(&b)) {
+                        errors.push(FieldError::Invalid {
+                            field: "data[.dockerconfigjson]".into(),
+                            value: "<secret contents redacted>".into(),
+                            detail: why,
+                        });
+                    }
+                }
+            }
         }
         if let Some(old) = old {
             if secret_type(new) != secret_type(old) {
@@ -497,6 +514,17 @@ impl Store {
         let (_, _, hook) = self.hooks.remove(i);
         match hook {
             Hook::Delete => self.delete_now(resource, namespace, name),
+            Hook::Create(mut obj, manager) => {
+                if self.map(resource).contains_key(&k) {
+                    return;
+                }
+                let meta = metadata_mut(&mut obj);
+                meta.insert("name".into(), json!(name));
+                if resource != Resource::Namespaces {
+                    meta.insert("namespace".into(), json!(namespace));
+                }
+                self.seed(resource, obj, &manager);
+            }
             Hook::Change(change) => {
                 let Some(live) = self.map(resource).get(&k).cloned() else {
                     return;
@@ -749,7 +777,9 @@ impl Store {
         self.update_existing(resource, namespace, name, patched, opts)
     }
 
-    /// Server-side apply; answers 201 when it created the object.
+    /// Server-side apply; answers 201 when it created the object. `authorize_create` is
+    /// the `create` authorization an apply that creates needs besides `patch`.
+    #[allow(clippy::too_many_arguments)] // the request's parts, as the handler has them
     pub fn apply(
         &mut self,
         resource: Resource,
@@ -758,6 +788,7 @@ impl Store {
         mut config: Value,
         force: bool,
         opts: &WriteOptions,
+        authorize_create: &dyn Fn() -> Result<(), ApiError>,
     ) -> Result<(u16, Value), ApiError> {
         if !config.is_object() {
             return Err(status::bad_request(
@@ -790,7 +821,9 @@ impl Store {
         let now = now();
 
         let Some(live) = self.map(resource).get(&k).cloned() else {
-            self.admit_create(resource, namespace, name)?;
+            // The order of patch.go and the registry's Update for a create: the patcher's
+            // uid check, then mutating admission (namespace lifecycle), then validation,
+            // then createValidation (the `create` authorization, then validating admission).
             if let Some(uid) = uid {
                 return Err(status::conflict(
                     resource.plural(),
@@ -800,11 +833,13 @@ impl Store {
                     ),
                 ));
             }
+            self.admit_create(resource, namespace, name)?;
             let applied = fields::apply(&json!({}), &[], &config, &opts.manager, force, &now)
                 .expect("nothing to conflict with on create");
             let mut obj = config.clone();
             Self::prepare_create(resource, namespace, name, &mut obj);
             validate(resource, name, &obj, None)?;
+            authorize_create()?;
             if opts.dry_run {
                 return Ok((201, Self::dry(obj, &applied.managers)));
             }
