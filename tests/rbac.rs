@@ -79,6 +79,35 @@ fn scenario(role: &str) -> Harness {
 const FULL: &[(&str, &str)] = &[("ECR_REFRESH_SERVICE_ACCOUNTS", "default")];
 
 #[test]
+fn the_cluster_role_reads_and_patches_no_secret_but_ours() {
+    let h = scenario(&manifest("manifests/clusterrole.yaml"));
+
+    let run = h.run(&[("ECR_REFRESH_SECRET_NAME", "other-pull-secret")]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("team-a"), "failed");
+    assert!(
+        run.line("team-a")["error"]
+            .as_str()
+            .unwrap()
+            .contains("forbidden")
+    );
+    let refused: Vec<_> = h
+        .cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.status == 403)
+        .map(|r| r.path)
+        .collect();
+    assert!(
+        refused
+            .iter()
+            .all(|p| p.ends_with("/secrets/other-pull-secret")),
+        "{refused:?}"
+    );
+}
+
+#[test]
 fn every_verb_the_cluster_role_grants_is_one_a_run_needs() {
     let role = manifest("manifests/clusterrole.yaml");
     let granted = grants(&role);
