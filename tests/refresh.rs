@@ -1125,3 +1125,54 @@ fn a_write_still_in_flight_after_the_shutdown_grace_is_abandoned_and_the_summary
     );
     assert_eq!(run.summary()["failed"], 1);
 }
+
+#[test]
+fn a_secret_that_appears_between_our_read_and_our_create_is_updated_not_overwritten() {
+    let h = Harness::new();
+    h.namespaces(&["race"]);
+    let theirs = format!(r#"{{"auths":{{"ghcr.io":{{"auth":"Z2g6MQ=="}}}}}}"#);
+    h.cluster.create_after_next_get(
+        Resource::Secrets,
+        "race",
+        SECRET,
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": SECRET, "namespace": "race" },
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": { ".dockerconfigjson": b64(&theirs) }
+        }),
+        "someone-else",
+    );
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("race"), "updated");
+    let history = h.cluster.history(Resource::Secrets, "race", SECRET);
+    assert_eq!(
+        history.len(),
+        2,
+        "their create, then our update: {history:?}"
+    );
+    let secret = h.secret("race").unwrap();
+    assert_eq!(
+        uid(&secret),
+        uid(history[0].as_ref().unwrap()),
+        "theirs, updated in place"
+    );
+    let auths = docker_config(&secret)["auths"].clone();
+    assert_eq!(auths["ghcr.io"]["auth"], "Z2g6MQ==");
+    assert!(auths.get(REGISTRY).is_some());
+    let posts: Vec<u16> = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        posts,
+        [409],
+        "our create met AlreadyExists and overwrote nothing"
+    );
+}
