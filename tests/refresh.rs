@@ -1130,7 +1130,7 @@ fn a_write_still_in_flight_after_the_shutdown_grace_is_abandoned_and_the_summary
 fn a_secret_that_appears_between_our_read_and_our_create_is_updated_not_overwritten() {
     let h = Harness::new();
     h.namespaces(&["race"]);
-    let theirs = format!(r#"{{"auths":{{"ghcr.io":{{"auth":"Z2g6MQ=="}}}}}}"#);
+    let theirs = r#"{"auths":{"ghcr.io":{"auth":"Z2g6MQ=="}}}"#;
     h.cluster.create_after_next_get(
         Resource::Secrets,
         "race",
@@ -1139,7 +1139,7 @@ fn a_secret_that_appears_between_our_read_and_our_create_is_updated_not_overwrit
             "apiVersion": "v1", "kind": "Secret",
             "metadata": { "name": SECRET, "namespace": "race" },
             "type": "kubernetes.io/dockerconfigjson",
-            "data": { ".dockerconfigjson": b64(&theirs) }
+            "data": { ".dockerconfigjson": b64(theirs) }
         }),
         "someone-else",
     );
