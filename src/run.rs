@@ -291,7 +291,7 @@ async fn write_namespace(
 ) -> (Outcome, Vec<AccountOutcome>) {
     let secret = config.secret_name.as_str();
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let written = match secret::refresh(&api, desired).await {
+    let written = match secret::refresh(&api, namespace, desired).await {
         Ok(written) => written,
         Err(e) => {
             error!(namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", error = %e, "namespace failed");

@@ -147,8 +147,12 @@ impl SecretError {
     }
 }
 
-/// Refreshes the pull Secret in the namespace `api` is scoped to.
-pub async fn refresh(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Written, SecretError> {
+/// Refreshes the pull Secret in `namespace`, the one `api` is scoped to.
+pub async fn refresh(
+    api: &Api<Secret>,
+    namespace: &str,
+    desired: &Desired<'_>,
+) -> Result<Written, SecretError> {
     let name = desired.name.as_str();
     // The uid of a Secret that was deleted between our read and our apply.
     let mut deleted_uid: Option<String> = None;
@@ -172,14 +176,10 @@ pub async fn refresh(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Written
         };
         let uid = current.metadata.uid.clone();
         match update(api, desired, &current).await? {
-            Updated::Done(mut written) => {
-                if let (Some(deleted), None) = (&deleted_uid, &written.uid_before) {
-                    written.uid_before = Some(deleted.clone());
-                }
-                return Ok(written);
-            }
+            Updated::Done(written) => return Ok(written),
             Updated::Deleted => {
                 debug!(
+                    namespace,
                     secret = name,
                     uid = uid.as_deref().unwrap_or("-"),
                     "deleted between our read and our apply"
@@ -188,6 +188,7 @@ pub async fn refresh(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Written
             }
             Updated::Changed => {
                 debug!(
+                    namespace,
                     secret = name,
                     "changed between our read and our apply; reading it again"
                 );
