@@ -1,6 +1,6 @@
-//! The real-cluster lane: the core scenarios against a real API server, when
-//! `ECR_REFRESH_E2E_KUBECONFIG` names a kubeconfig. Off by default: without it, these tests
-//! say they skipped and pass. ECR stays the fake (no AWS account needed).
+//! The real-cluster lane: the core scenarios through a plain Kubernetes client, against a real
+//! API server when `ECR_REFRESH_E2E_KUBECONFIG` names a kubeconfig, and against the fake one
+//! when it is unset (so they always run). ECR stays the fake (no AWS account needed).
 //!
 //! Each test makes its own randomly named namespaces and deletes them afterwards; the binary
 //! is pointed at them by name, so it touches nothing else in the cluster.
@@ -18,20 +18,20 @@ use kube::{Api, Client};
 
 const VARIABLE: &str = "ECR_REFRESH_E2E_KUBECONFIG";
 
-/// A real cluster with namespaces of our own, removed on drop.
-struct RealCluster {
+/// A cluster (real, or the harness's fake) with namespaces of our own, removed on drop.
+struct LaneCluster {
     runtime: tokio::runtime::Runtime,
     client: Client,
     kubeconfig: String,
     namespaces: Vec<String>,
 }
 
-impl RealCluster {
-    fn connect() -> Option<Self> {
-        let Ok(kubeconfig) = std::env::var(VARIABLE) else {
-            println!("skipped: {VARIABLE} is not set (the real-cluster lane is off)");
-            return None;
-        };
+impl LaneCluster {
+    fn connect(h: &Harness) -> Self {
+        let kubeconfig = std::env::var(VARIABLE).unwrap_or_else(|_| {
+            println!("{VARIABLE} is not set: against the fake API server");
+            h.kubeconfig().display().to_string()
+        });
         let runtime = tokio::runtime::Runtime::new().expect("a runtime");
         let client = runtime.block_on(async {
             let config =
@@ -42,12 +42,12 @@ impl RealCluster {
                 .expect("a kube config");
             Client::try_from(config).expect("a client")
         });
-        Some(Self {
+        Self {
             runtime,
             client,
             kubeconfig,
             namespaces: Vec::new(),
-        })
+        }
     }
 
     fn namespace(&mut self) -> String {
@@ -111,7 +111,7 @@ impl RealCluster {
     }
 }
 
-impl Drop for RealCluster {
+impl Drop for LaneCluster {
     fn drop(&mut self) {
         let api: Api<Namespace> = Api::all(self.client.clone());
         for name in &self.namespaces {
@@ -127,12 +127,10 @@ fn uid_of(secret: &Secret) -> String {
 }
 
 #[test]
-fn real_cluster_two_runs_keep_the_uid_and_rotate_the_password() {
-    let Some(mut cluster) = RealCluster::connect() else {
-        return;
-    };
-    let ns = cluster.namespace();
+fn on_the_lanes_cluster_two_runs_keep_the_uid_and_rotate_the_password() {
     let h = Harness::new();
+    let mut cluster = LaneCluster::connect(&h);
+    let ns = cluster.namespace();
 
     cluster.run(&h, &[&ns], &[]).expect_code(0);
     let first = cluster.secret(&ns).expect("created");
@@ -146,10 +144,9 @@ fn real_cluster_two_runs_keep_the_uid_and_rotate_the_password() {
 }
 
 #[test]
-fn real_cluster_foreign_entries_survive_and_wrong_types_are_refused() {
-    let Some(mut cluster) = RealCluster::connect() else {
-        return;
-    };
+fn on_the_lanes_cluster_foreign_entries_survive_and_wrong_types_are_refused() {
+    let h = Harness::new();
+    let mut cluster = LaneCluster::connect(&h);
     let (mixed, opaque) = (cluster.namespace(), cluster.namespace());
     let foreign = r#"{"auths":{"ghcr.io":{"auth":"dXNlcjpwYXNz"}}}"#;
     cluster.create_secret(
@@ -165,7 +162,6 @@ fn real_cluster_foreign_entries_survive_and_wrong_types_are_refused() {
         "Opaque",
         BTreeMap::from([("x".into(), ByteString(b"y".to_vec()))]),
     );
-    let h = Harness::new();
 
     let run = cluster.run(&h, &[&mixed, &opaque], &[]);
 
@@ -187,12 +183,10 @@ fn real_cluster_foreign_entries_survive_and_wrong_types_are_refused() {
 }
 
 #[test]
-fn real_cluster_dry_run_stores_nothing() {
-    let Some(mut cluster) = RealCluster::connect() else {
-        return;
-    };
-    let ns = cluster.namespace();
+fn on_the_lanes_cluster_a_dry_run_stores_nothing() {
     let h = Harness::new();
+    let mut cluster = LaneCluster::connect(&h);
+    let ns = cluster.namespace();
 
     let run = cluster.run(&h, &[&ns], &[("ECR_REFRESH_DRY_RUN", "true")]);
 

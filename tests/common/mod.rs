@@ -45,6 +45,10 @@ impl Harness {
         }
     }
 
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
     pub fn termination_log(&self) -> PathBuf {
         self.dir.path().join("termination-log")
     }
