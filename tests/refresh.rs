@@ -819,6 +819,34 @@ fn at_the_deadline_nothing_new_starts_and_what_was_left_is_reported_failed() {
     assert_eq!(run.summary()["failed"], 4);
 }
 
+/// Runs the binary, sends it SIGTERM `after` its first Secret read is in flight (requests:
+/// version, namespace list, then it), and returns the run and how long it took to exit.
+fn sigterm_once_busy(h: &Harness, env: &[(&str, &str)], after: Duration) -> (Run, Duration) {
+    let child = h
+        .command(env)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while h.cluster.request_count() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the run never reached a namespace"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(after);
+    let signalled = std::time::Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let run = h.checked(child.wait_with_output().unwrap());
+    (run, signalled.elapsed())
+}
+
 #[test]
 fn sigterm_stops_new_work_lets_writes_finish_and_prints_the_summary() {
     let h = Harness::new();
@@ -831,29 +859,11 @@ fn sigterm_stops_new_work_lets_writes_finish_and_prints_the_summary() {
         "/secrets/",
         Duration::from_millis(1500),
     ));
-    let child = h
-        .command(&[("ECR_REFRESH_CONCURRENCY", "1")])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Signal once the first Secret read is in flight (version, namespace list, then it).
-    let started = std::time::Instant::now();
-    while h.cluster.request_count() < 3 {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the run never reached a namespace"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-
-    let run = h.checked(child.wait_with_output().unwrap());
+    let (run, _) = sigterm_once_busy(
+        &h,
+        &[("ECR_REFRESH_CONCURRENCY", "1")],
+        Duration::from_millis(300),
+    );
 
     run.expect_code(1);
     assert!(run.lines.iter().any(|l| l["reason"] == "SIGTERM received"));
@@ -1087,30 +1097,8 @@ fn a_write_still_in_flight_after_the_shutdown_grace_is_abandoned_and_the_summary
         "/secrets/",
         Duration::from_secs(50),
     ));
-    let child = h
-        .command(&[])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while h.cluster.request_count() < 3 {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the run never reached a namespace"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let signalled = std::time::Instant::now();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    let (run, waited) = sigterm_once_busy(&h, &[], Duration::ZERO);
 
-    let run = h.checked(child.wait_with_output().unwrap());
-
-    let waited = signalled.elapsed();
     assert!(
         waited < Duration::from_secs(28),
         "exited {waited:?} after SIGTERM: inside a pod's 30 s grace"
