@@ -1164,3 +1164,55 @@ fn a_secret_that_appears_between_our_read_and_our_create_is_updated_not_overwrit
         "our create met AlreadyExists and overwrote nothing"
     );
 }
+
+#[test]
+fn a_connection_cut_mid_answer_is_retried() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    h.run(&[]).expect_code(0);
+    h.cluster
+        .add_fault(Fault::hang_up("GET", "/secrets/").times(1));
+    h.cluster
+        .add_fault(Fault::hang_up("PATCH", "/secrets/").times(1));
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("a"), "updated");
+    let statuses: Vec<(String, u16)> = h
+        .cluster
+        .requests()
+        .iter()
+        .skip(4)
+        .filter(|r| r.path.ends_with(SECRET))
+        .map(|r| (r.method.clone(), r.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("GET".into(), 0),
+            ("GET".into(), 200),
+            ("PATCH".into(), 0),
+            ("PATCH".into(), 200)
+        ]
+    );
+}
+
+#[test]
+fn a_request_the_server_never_answers_times_out_and_is_retried() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    h.cluster
+        .add_fault(Fault::slow(Some("GET"), "/secrets/", Duration::from_secs(40)).times(1));
+
+    let started = std::time::Instant::now();
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("a"), "created");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(15) && took < Duration::from_secs(35),
+        "one attempt timed out at 15 s: {took:?}"
+    );
+}

@@ -569,7 +569,18 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         };
         shared.lock().requests.push(recorded);
     }
+    if code == 0 {
+        return cut_connection();
+    }
     respond(code, &body_out, retry_after)
+}
+
+/// Headers, then a body that fails: the server closes the connection mid-answer.
+fn cut_connection() -> Response {
+    let failing = futures_util::stream::once(async {
+        Err::<axum::body::Bytes, _>(std::io::Error::other("fault: connection cut"))
+    });
+    Response::new(Body::from_stream(failing))
 }
 
 /// The body a fault answers: its own, or a Status like the real one for its code.

@@ -66,6 +66,7 @@ pub struct Recorded {
     /// Raw query string (without `?`), empty when none.
     pub query: String,
     pub content_type: Option<String>,
+    /// 0 when a fault cut the connection instead of answering.
     pub status: u16,
     /// Request body as text (empty when none).
     pub body: String,
@@ -87,6 +88,9 @@ pub struct Fault {
     pub latency: Option<Duration>,
     /// How many matching requests this rule applies to; None means every one.
     pub count: Option<usize>,
+    /// Cut the connection mid-answer instead of answering (a dropped connection, a proxy or
+    /// load balancer reset): the request log records status 0.
+    pub hang_up: bool,
 }
 
 impl Fault {
@@ -100,6 +104,15 @@ impl Fault {
             retry_after_seconds: None,
             latency: None,
             count: None,
+            hang_up: false,
+        }
+    }
+    /// A rule that cuts the connection of matching requests mid-answer.
+    pub fn hang_up(method: &str, path: &str) -> Self {
+        Fault {
+            hang_up: true,
+            status: None,
+            ..Fault::new(method, path, 0)
         }
     }
     /// A rule that only slows matching requests down (any method when `method` is None).
@@ -112,6 +125,7 @@ impl Fault {
             retry_after_seconds: None,
             latency: Some(latency),
             count: None,
+            hang_up: false,
         }
     }
     pub fn times(self, n: usize) -> Self {
@@ -175,9 +189,13 @@ impl Inner {
             *n -= 1;
         }
         let fault = &active.fault;
-        let answer = fault
-            .status
-            .map(|code| http::fault_answer(code, fault.body.clone(), fault.retry_after_seconds));
+        let answer = if fault.hang_up {
+            Some((0, Value::Null, None))
+        } else {
+            fault
+                .status
+                .map(|code| http::fault_answer(code, fault.body.clone(), fault.retry_after_seconds))
+        };
         Some((fault.latency, answer))
     }
 }
