@@ -299,13 +299,10 @@ impl Config {
         )?;
         let registries = match raw.registries {
             None => Vec::new(),
-            Some(v) => {
-                let mut hosts = parse_list(&v, RegistryHost::from_str)
-                    .map_err(|accepted| invalid("ECR_REFRESH_REGISTRIES", &v, accepted))?;
-                let mut seen = std::collections::HashSet::new();
-                hosts.retain(|h| seen.insert(h.host().to_owned()));
-                hosts
-            }
+            Some(v) => first_of_each(
+                parse_list(&v, RegistryHost::from_str)
+                    .map_err(|accepted| invalid("ECR_REFRESH_REGISTRIES", &v, accepted))?,
+            ),
         };
         let dry_run = parse_or("ECR_REFRESH_DRY_RUN", raw.dry_run, parse_bool, || false)?;
         let concurrency = parse_or(
@@ -325,8 +322,11 @@ impl Config {
         )?;
         let service_accounts = match raw.service_accounts {
             None => Vec::new(),
-            Some(v) => parse_list(&v, ServiceAccountName::from_str)
-                .map_err(|accepted| invalid("ECR_REFRESH_SERVICE_ACCOUNTS", &v, accepted))?,
+            Some(v) => {
+                let names = parse_list(&v, ServiceAccountName::from_str)
+                    .map_err(|accepted| invalid("ECR_REFRESH_SERVICE_ACCOUNTS", &v, accepted))?;
+                first_of_each(names)
+            }
         };
         let verify_login = parse_or(
             "ECR_REFRESH_VERIFY_LOGIN",
@@ -411,16 +411,20 @@ fn parse_include(value: &str) -> Result<Include, String> {
         return Ok(Include::All);
     }
     if globs.iter().all(Glob::is_literal) {
-        let mut names: Vec<NamespaceName> = globs
+        let names: Vec<NamespaceName> = globs
             .iter()
             .map(|g| NamespaceName::from_str(g.as_str()).map_err(|e| format!("'{g}' {e}")))
             .collect::<Result<_, _>>()?;
-        // A name given twice is one namespace, written once.
-        let mut seen = std::collections::HashSet::new();
-        names.retain(|n| seen.insert(n.clone()));
-        return Ok(Include::Names(names));
+        return Ok(Include::Names(first_of_each(names)));
     }
     Ok(Include::Patterns(globs))
+}
+
+/// The list without repeats, in order: a name given twice is one thing, done once.
+fn first_of_each<T: Eq + std::hash::Hash + Clone>(mut items: Vec<T>) -> Vec<T> {
+    let mut seen = std::collections::HashSet::new();
+    items.retain(|item| seen.insert(item.clone()));
+    items
 }
 
 fn parse_bool(s: &str) -> Result<bool, String> {

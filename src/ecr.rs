@@ -136,7 +136,8 @@ pub async fn fetch(sdk: &SdkConfig, registries: &[RegistryHost]) -> Result<Token
     let mut tokens = Vec::with_capacity(regions.len());
     for (region, hosts) in regions {
         let mut accounts: Vec<String> = hosts.iter().map(|h| h.account().to_owned()).collect();
-        accounts.dedup();
+        let mut seen = std::collections::HashSet::new();
+        accounts.retain(|a| seen.insert(a.clone()));
         let mut token = get_token(sdk, region, &accounts).await?;
         token.registries = hosts;
         tokens.push(token);

@@ -12,7 +12,9 @@ use tracing_subscriber::{Layer, fmt};
 use crate::config::LogFormat;
 
 /// Quiet by default for the libraries, whose info lines say nothing an operator needs.
-const DEFAULT_FILTER: &str = "info,aws_config=warn,aws_smithy_runtime=warn,kube=warn,hyper=warn";
+/// kube's HTTP layer logs every failed attempt as an ERROR with no namespace: our own lines
+/// carry what failed, where, and whether a retry fixed it.
+const DEFAULT_FILTER: &str = "info,aws_config=warn,aws_smithy_runtime=warn,kube=warn,kube_client::client::builder=off,hyper=warn";
 
 pub fn init(format: LogFormat) {
     let filter =
@@ -42,4 +44,20 @@ pub fn init(format: LogFormat) {
 /// the Secrets it sends. Whatever RUST_LOG asks for, their TRACE events are dropped.
 fn no_library_trace<S: tracing::Subscriber>() -> impl Layer<S> {
     filter_fn(|meta| meta.target().starts_with("ecr_refresh") || *meta.level() <= Level::DEBUG)
+}
+
+/// An error and its causes, `: `-separated: the top-level message of a client error ("error
+/// sending request") rarely says why.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        // Wrappers often repeat their cause's message: say each thing once.
+        if !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
 }

@@ -6,6 +6,7 @@ use secrecy::ExposeSecret;
 use tracing::info;
 
 use crate::ecr::Tokens;
+use crate::logging::error_chain;
 
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -61,15 +62,4 @@ pub async fn verify(tokens: &Tokens) -> Result<(), LoginError> {
         }
     }
     Ok(())
-}
-
-/// reqwest's top-level message says little ("error sending request"); the causes say why.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut source = e.source();
-    while let Some(s) = source {
-        parts.push(s.to_string());
-        source = s.source();
-    }
-    parts.join(": ")
 }

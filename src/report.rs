@@ -6,7 +6,7 @@ use std::fmt;
 use serde::Serialize;
 
 /// What a run did to one namespace's Secret.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     Created,
@@ -83,7 +83,7 @@ pub mod exit {
 const TERMINATION_MESSAGE_LIMIT: usize = 4096;
 
 /// The run's tally.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default)]
 pub struct Report {
     pub outcomes: BTreeMap<Outcome, usize>,
     pub service_accounts: BTreeMap<AccountOutcome, usize>,
@@ -118,16 +118,6 @@ impl Report {
         } else {
             exit::FAILED
         }
-    }
-
-    /// Counts as `created=1 updated=3`, for the text summary.
-    pub fn counts_text(&self) -> String {
-        let outcomes = self.outcomes.iter().map(|(o, n)| format!("{o}={n}"));
-        let accounts = self
-            .service_accounts
-            .iter()
-            .map(|(o, n)| format!("sa-{}={n}", o.as_str()));
-        outcomes.chain(accounts).collect::<Vec<_>>().join(" ")
     }
 
     /// The summary as compact JSON under the kubelet's 4096-byte limit: the counts always,
@@ -176,7 +166,7 @@ pub fn termination_error(exit_code: u8, error: &str) -> String {
 }
 
 /// Run-wide facts for the summary.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Summary {
     pub registries: Vec<String>,
     pub token_expires_at: String,
@@ -217,7 +207,7 @@ mod tests {
         }
         assert_eq!(r.count(Outcome::Updated), 2);
         assert_eq!(r.total(), 3);
-        assert_eq!(r.counts_text(), "updated=2 failed=1 sa-present=3");
+        assert_eq!(r.service_accounts[&AccountOutcome::Present], 3);
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! fix (500, 502, connection errors and reads that time out), and a deadline on each call.
 //!
 //! Two timeouts: the transport gives up on one HTTP attempt after ATTEMPT_TIMEOUT (a retryable
-//! error here); a whole call, the client's own throttling retries included, after
-//! CALL_TIMEOUT (not retried). 429, 503 and 504 are retried inside the client, where the
+//! error here); a whole call, all its attempts and the client's own throttling retries
+//! included, after CALL_TIMEOUT. 429, 503 and 504 are retried inside the client, where the
 //! Retry-After header is seen (cluster.rs): retrying them here too would multiply the attempts.
 
 use std::future::Future;
@@ -14,7 +14,7 @@ use tracing::debug;
 
 /// How long one HTTP attempt may wait for the server (connect, read, write).
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long one call may take, throttling retries and their Retry-After waits included.
+/// How long one call may take, every attempt and Retry-After wait included.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 const ATTEMPTS: u32 = 5;
 const BASE_DELAY: Duration = Duration::from_millis(100);
@@ -27,8 +27,8 @@ pub enum RequestError {
     Api(Box<Status>),
     #[error("no answer within {}s", .0.as_secs())]
     Timeout(Duration),
-    #[error("{0}")]
-    Client(#[source] kube::Error),
+    #[error("{}", crate::logging::error_chain(.0))]
+    Client(kube::Error),
 }
 
 impl RequestError {
@@ -62,18 +62,28 @@ impl From<kube::Error> for RequestError {
     }
 }
 
-/// Sends a request (`send` builds a fresh one per attempt), retrying what can be retried.
-pub async fn send<T, F, Fut>(what: &'static str, mut send: F) -> Result<T, RequestError>
+/// Sends a request (`send` builds a fresh one per attempt), retrying what can be retried,
+/// within CALL_TIMEOUT for all its attempts.
+pub async fn send<T, F, Fut>(what: &'static str, send: F) -> Result<T, RequestError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    tokio::time::timeout(CALL_TIMEOUT, attempts(what, send))
+        .await
+        .unwrap_or(Err(RequestError::Timeout(CALL_TIMEOUT)))
+}
+
+async fn attempts<T, F, Fut>(what: &'static str, mut send: F) -> Result<T, RequestError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
     let mut attempt = 1;
     loop {
-        let error = match tokio::time::timeout(CALL_TIMEOUT, send()).await {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(e)) => RequestError::from(e),
-            Err(_) => RequestError::Timeout(CALL_TIMEOUT),
+        let error = match send().await {
+            Ok(value) => return Ok(value),
+            Err(e) => RequestError::from(e),
         };
         if !error.retryable() || attempt >= ATTEMPTS {
             return Err(error);

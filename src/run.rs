@@ -10,7 +10,7 @@ use futures::{SinkExt, StreamExt};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::{Api, Client};
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{Level, error, info, warn};
 
 use crate::config::Config;
 use crate::namespaces::{Candidate, Pages};
@@ -40,9 +40,12 @@ pub async fn shutdown_signal(timeout: Duration) -> &'static str {
     }
 }
 
-/// Why a run wrote nothing at all: exit 3.
+/// Why a run wrote nothing at all.
 #[derive(Debug, thiserror::Error)]
 enum Unavailable {
+    /// Stopped (deadline or SIGTERM) before the first namespace: exit 1, as any stop.
+    #[error("stopped before any namespace was written: {0}; the next run covers them")]
+    Stopped(&'static str),
     #[error("no ECR token: {0}")]
     Token(#[from] ecr::EcrError),
     #[error("login check failed: {0}")]
@@ -71,29 +74,65 @@ pub async fn run(
             report.exit_code()
         }
         Err(e) => {
-            error!(error = %e, "nothing was written");
+            let code = match e {
+                Unavailable::Stopped(_) => exit::FAILED,
+                _ => exit::UNAVAILABLE,
+            };
+            error!(error = %e, exit_code = code, "nothing was written");
             write_termination_message(
                 &config.termination_log,
-                &report::termination_error(exit::UNAVAILABLE, &e.to_string()),
+                &report::termination_error(code, &e.to_string()),
             )
             .await;
-            exit::UNAVAILABLE
+            code
         }
     }
 }
 
-/// Tokens, the login check, the cluster, then every namespace.
+/// What a run has in hand before its first write.
+struct Prepared<'a> {
+    tokens: ecr::Tokens,
+    client: Client,
+    pages: Pages<'a>,
+    first: Vec<Candidate>,
+}
+
+/// Tokens, the login check, the cluster and the first namespace page, then every namespace.
+/// A stop before the first write ends the run at once: nothing is in flight.
 async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unavailable> {
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let tokens = ecr::fetch(&sdk, &config.registries).await?;
+    let prepared = tokio::select! {
+        prepared = prepare(config) => prepared?,
+        reason = stop.stopping() => return Err(Unavailable::Stopped(reason)),
+    };
     let summary = Summary {
-        registries: tokens.registries(),
-        token_expires_at: tokens.expires_at(),
+        registries: prepared.tokens.registries(),
+        token_expires_at: prepared.tokens.expires_at(),
         elapsed_ms: 0,
     };
+    let desired = Desired {
+        name: &config.secret_name,
+        credentials: prepared.tokens.credentials(),
+        expires_at: summary.token_expires_at.clone(),
+        dry_run: config.dry_run,
+    };
+    let report = refresh_all(
+        config,
+        &prepared.client,
+        &desired,
+        &stop,
+        prepared.pages,
+        prepared.first,
+    )
+    .await;
+    Ok((report, summary))
+}
+
+async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let tokens = ecr::fetch(&sdk, &config.registries).await?;
     info!(
-        registries = %summary.registries.join(","),
-        token_expires_at = %summary.token_expires_at,
+        registries = %tokens.registries().join(","),
+        token_expires_at = %tokens.expires_at(),
         regions = tokens.0.len(),
         "ECR tokens fetched"
     );
@@ -105,14 +144,15 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
     let version = cluster::check(&client, &url).await?;
     info!(api_server = %url, %version, dry_run = config.dry_run, "connected");
 
-    let desired = Desired {
-        name: &config.secret_name,
-        credentials: tokens.credentials(),
-        expires_at: summary.token_expires_at.clone(),
-        dry_run: config.dry_run,
-    };
-    let report = refresh_all(config, &client, &desired, &stop).await?;
-    Ok((report, summary))
+    // The first page decides whether the cluster lets us in at all: nothing is written before it.
+    let mut pages = Pages::new(client.clone(), &config.selection);
+    let first = pages.next().await.transpose()?.unwrap_or_default();
+    Ok(Prepared {
+        tokens,
+        client,
+        pages,
+        first,
+    })
 }
 
 /// How long writes in flight may go on after a stop before they are abandoned: inside the 30 s
@@ -155,6 +195,15 @@ impl Stop {
         }
     }
 
+    /// Resolves once the run is stopping, with why.
+    async fn stopping(&self) -> &'static str {
+        let mut rx = self.0.clone();
+        match rx.wait_for(|p| *p != Phase::Running).await.map(|p| *p) {
+            Ok(Phase::Stopping(reason) | Phase::Abandoning(reason)) => reason,
+            _ => std::future::pending().await,
+        }
+    }
+
     /// Resolves once writes in flight are to be abandoned.
     async fn abandoned(&self) {
         let mut rx = self.0.clone();
@@ -174,16 +223,10 @@ async fn refresh_all(
     client: &Client,
     desired: &Desired<'_>,
     stop: &Stop,
-) -> Result<Report, crate::namespaces::NamespaceError> {
+    mut pages: Pages<'_>,
+    first: Vec<Candidate>,
+) -> Report {
     let (mut tx, rx) = mpsc::channel::<Candidate>(config.concurrency);
-    let mut pages = Pages::new(client.clone(), &config.selection);
-
-    // The first page decides whether the cluster lets us in at all: nothing is written before it.
-    let first = match pages.next().await {
-        None => Vec::new(),
-        Some(Ok(page)) => page,
-        Some(Err(e)) => return Err(e),
-    };
 
     let producer = async move {
         let mut undone: Vec<String> = Vec::new();
@@ -193,10 +236,10 @@ async fn refresh_all(
             for candidate in candidates {
                 if stop.reason().is_some() {
                     undone.push(candidate.name);
-                } else if let Err(e) = tx.send(candidate).await {
-                    // The writers are gone: only possible if they panicked.
+                } else if let Err(e) = tx.send(candidate.clone()).await {
+                    // The writers are gone, which a panic would do: count it anyway.
                     error!(error = %e, "namespace queue closed");
-                    listing_incomplete = true;
+                    undone.push(candidate.name);
                 }
             }
             if let Some(reason) = stop.reason() {
@@ -245,7 +288,7 @@ async fn refresh_all(
         report.record(&namespace, Outcome::Failed, &[]);
     }
     report.listing_incomplete = listing_incomplete;
-    Ok(report)
+    report
 }
 
 /// One namespace, unless the run is stopping; abandoned if the shutdown grace runs out.
@@ -263,8 +306,8 @@ async fn refresh_namespace(
         return (namespace, Outcome::Failed, Vec::new());
     }
     if candidate.terminating {
-        let reason = SkipReason::NamespaceTerminating.as_str();
-        info!(%namespace, secret, outcome = %Outcome::Skipped, reason, "namespace skipped");
+        let written = Written::skipped(SkipReason::NamespaceTerminating);
+        log_written(&namespace, secret, &written, "", "");
         return (namespace, Outcome::Skipped, Vec::new());
     }
     let (outcome, accounts) = tokio::select! {
@@ -333,76 +376,61 @@ fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
     error!(namespace, secret, outcome = %Outcome::Failed, %error, "namespace failed");
 }
 
+/// The namespace's one line: the level says how it went, the fields what happened.
 fn log_written(namespace: &str, secret: &str, w: &Written, accounts: &str, account_error: &str) {
     let uid_before = w.uid_before.as_deref().unwrap_or("-");
     let uid_after = w.uid_after.as_deref().unwrap_or("-");
     let outcome = w.outcome.as_str();
-    let message = match w.outcome {
-        Outcome::Created => "Secret created",
-        Outcome::Updated if w.removed_last_applied => {
+    let reason = w.reason.map(SkipReason::as_str);
+    let message = match (w.outcome, w.reason) {
+        (Outcome::Created, _) => "Secret created",
+        (Outcome::Updated, _) if w.removed_last_applied => {
             "Secret updated in place; removed kubectl's last-applied-configuration annotation, which held a copy of the old password"
         }
-        Outcome::Updated => "Secret updated in place",
-        Outcome::Recreated => {
+        (Outcome::Updated, _) => "Secret updated in place",
+        (Outcome::Recreated, _) => {
             "Secret was deleted during the run; created it fresh with the new token"
         }
-        Outcome::WouldCreate => "dry run: Secret would be created",
-        Outcome::WouldUpdate => "dry run: Secret would be updated in place",
-        Outcome::Skipped => {
-            let reason = w.reason.map_or("-", SkipReason::as_str);
-            if w.reason == Some(SkipReason::NamespaceNotFound) {
-                warn!(
-                    namespace,
-                    secret, outcome, reason, "namespace skipped: it does not exist"
-                );
-            } else {
-                info!(namespace, secret, outcome, reason, "namespace skipped");
-            }
-            return;
+        (Outcome::WouldCreate, _) => "dry run: Secret would be created",
+        (Outcome::WouldUpdate, _) => "dry run: Secret would be updated in place",
+        (Outcome::Skipped, Some(SkipReason::NamespaceNotFound)) => {
+            "namespace skipped: it does not exist"
         }
-        Outcome::Failed => "namespace failed",
+        (Outcome::Skipped, _) => "namespace skipped",
+        (Outcome::Failed, _) => "namespace failed",
     };
     // Fields that say nothing in the common case are left out of the line.
-    let accounts = (!accounts.is_empty()).then_some(accounts);
+    let service_accounts = (!accounts.is_empty()).then_some(accounts);
     let kept_entries = (w.kept_entries > 0).then_some(w.kept_entries);
     let dropped = w.dropped_entries.join(",");
     let dropped_entries = (!dropped.is_empty()).then_some(dropped.as_str());
     let warning = w.warning.as_deref();
-    if !account_error.is_empty() {
-        error!(
-            namespace,
-            secret,
-            outcome,
-            uid_before,
-            uid_after,
-            service_accounts = accounts,
-            error = account_error,
-            warning,
-            "{message}; a ServiceAccount failed"
-        );
-    } else if warning.is_some() {
-        warn!(
-            namespace,
-            secret,
-            outcome,
-            uid_before,
-            uid_after,
-            service_accounts = accounts,
-            warning,
-            "{message}"
-        );
+    let error = (!account_error.is_empty()).then_some(account_error);
+    macro_rules! line {
+        ($level:expr) => {
+            tracing::event!(
+                $level,
+                namespace,
+                secret,
+                outcome,
+                uid_before,
+                uid_after,
+                reason,
+                service_accounts,
+                kept_entries,
+                dropped_entries,
+                warning,
+                error,
+                "{message}"
+            )
+        };
+    }
+    if error.is_some() {
+        line!(Level::ERROR);
+    } else if warning.is_some() || w.reason == Some(SkipReason::NamespaceNotFound) {
+        line!(Level::WARN);
     } else {
-        info!(
-            namespace,
-            secret,
-            outcome,
-            uid_before,
-            uid_after,
-            service_accounts = accounts,
-            kept_entries,
-            dropped_entries,
-            "{message}"
-        );
+        line!(Level::INFO);
     }
 }
 
@@ -433,7 +461,6 @@ fn log_summary(report: &Report, summary: &Summary, config: &Config) {
         registries = %summary.registries.join(","),
         token_expires_at = %summary.token_expires_at,
         elapsed_ms = summary.elapsed_ms,
-        counts = %report.counts_text(),
         "{message}"
     );
 }

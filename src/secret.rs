@@ -64,6 +64,13 @@ impl SkipReason {
     }
 }
 
+impl Desired<'_> {
+    /// The registry hosts whose entries we write.
+    fn hosts(&self) -> Vec<&str> {
+        self.credentials.iter().map(|c| c.registry.host()).collect()
+    }
+}
+
 /// What happened to one namespace's Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
@@ -96,7 +103,7 @@ impl Written {
         }
     }
 
-    fn skipped(reason: SkipReason) -> Self {
+    pub fn skipped(reason: SkipReason) -> Self {
         Self {
             reason: Some(reason),
             ..Self::new(Outcome::Skipped, None, None)
@@ -119,8 +126,8 @@ pub enum SecretError {
     #[error("the Secret was left untouched: {0}; fix or remove that value")]
     Unreadable(#[from] UnreadableDockerConfig),
     #[error(
-        "forbidden to {action} the Secret: {source}; grant ecr-refresh's ServiceAccount get, create and patch on \
-         secrets in this namespace (see manifests/)"
+        "forbidden to {action} the Secret: {source}; grant ecr-refresh's ServiceAccount create, and get and \
+         patch on this Secret's name (resourceNames in manifests/), in this namespace"
     )]
     Forbidden {
         action: &'static str,
@@ -235,8 +242,7 @@ enum Updated {
     Changed,
 }
 
-/// Server-side apply pinned to the uid read, and to the resourceVersion read when the value
-/// carries cluster data.
+/// Server-side apply pinned to the uid and the resourceVersion read.
 async fn update(
     api: &Api<Secret>,
     desired: &Desired<'_>,
@@ -382,11 +388,7 @@ fn last_applied_holds_ours(secret: &Secret, desired: &Desired<'_>) -> bool {
     else {
         return false;
     };
-    let ours: Vec<&str> = desired
-        .credentials
-        .iter()
-        .map(|c| c.registry.host())
-        .collect();
+    let ours = desired.hosts();
     docker_config::auths_keys(&value)
         .is_ok_and(|keys| keys.iter().any(|k| ours.contains(&normalize(k).as_str())))
 }
@@ -398,11 +400,7 @@ fn body(
     uid: Option<String>,
     resource_version: Option<String>,
 ) -> Secret {
-    let registries: Vec<&str> = desired
-        .credentials
-        .iter()
-        .map(|c| c.registry.host())
-        .collect();
+    let registries = desired.hosts();
     Secret {
         metadata: ObjectMeta {
             name: Some(desired.name.as_str().to_owned()),

@@ -185,7 +185,7 @@ fn foreign_auths_entries_survive_byte_for_byte() {
         b64("keep me"),
         "other data keys stay"
     );
-    // The value carried cluster data, so the apply was pinned to the resourceVersion read.
+    // The apply was pinned to the resourceVersion it read.
     let apply = h
         .cluster
         .requests()
@@ -521,6 +521,11 @@ fn throttling_and_server_errors_are_retried_then_succeed() {
         started.elapsed() >= Duration::from_secs(2),
         "Retry-After was honoured"
     );
+    let errors: Vec<&Value> = run.lines.iter().filter(|l| l["level"] == "ERROR").collect();
+    assert!(
+        errors.is_empty(),
+        "a retried failure is no error to report: {errors:?}"
+    );
 }
 
 #[test]
@@ -647,6 +652,15 @@ fn a_dry_run_stores_nothing() {
     assert_eq!(run.outcome("old"), "would-update");
     assert!(h.secret("new").is_none());
     assert_eq!(h.cluster.history(Resource::Secrets, "old", SECRET), before);
+    assert_eq!(run.line("old")["service_accounts"], "default:would-add");
+    let account = h
+        .cluster
+        .history(Resource::ServiceAccounts, "old", "default");
+    assert_eq!(
+        account.len(),
+        1,
+        "the ServiceAccount was not written: {account:?}"
+    );
     let writes: Vec<_> = h
         .cluster
         .requests()
@@ -789,11 +803,11 @@ fn at_the_deadline_nothing_new_starts_and_what_was_left_is_reported_failed() {
     h.cluster.add_fault(Fault::slow(
         Some("GET"),
         "/secrets/",
-        Duration::from_millis(3000),
+        Duration::from_millis(8000),
     ));
 
     let run = h.run(&[
-        ("ECR_REFRESH_TIMEOUT", "2s"),
+        ("ECR_REFRESH_TIMEOUT", "5s"),
         ("ECR_REFRESH_CONCURRENCY", "2"),
     ]);
 
@@ -1215,4 +1229,37 @@ fn a_request_the_server_never_answers_times_out_and_is_retried() {
         took >= Duration::from_secs(15) && took < Duration::from_secs(35),
         "one attempt timed out at 15 s: {took:?}"
     );
+}
+
+#[test]
+fn a_stop_before_the_first_namespace_ends_the_run_at_once() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    h.cluster.add_fault(Fault::slow(
+        Some("GET"),
+        "^/version$",
+        Duration::from_secs(40),
+    ));
+
+    let started = std::time::Instant::now();
+    let run = h.run(&[("ECR_REFRESH_TIMEOUT", "2s")]);
+
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    run.expect_code(1);
+    let error = run.lines.last().unwrap()["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        error.contains("stopped before any namespace was written"),
+        "{error}"
+    );
+    assert!(h.secret("a").is_none());
+    let message: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert_eq!(message["exit_code"], 1);
 }

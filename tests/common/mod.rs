@@ -53,7 +53,8 @@ impl Harness {
         self.dir.path().join("termination-log")
     }
 
-    /// The binary's environment: the fakes, JSON logs, and nothing from the developer's shell.
+    /// The binary's environment: the fakes, JSON logs, the default log filter, and nothing
+    /// from the developer's shell.
     pub fn command(&self, env: &[(&str, &str)]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_ecr-refresh"));
         command
@@ -68,8 +69,7 @@ impl Harness {
             .env("AWS_EC2_METADATA_DISABLED", "true")
             .env("ECR_REFRESH_LOG_FORMAT", "json")
             .env("ECR_REFRESH_REGISTRIES", REGISTRY)
-            .env("ECR_REFRESH_TERMINATION_LOG", self.termination_log())
-            .env("RUST_LOG", "info");
+            .env("ECR_REFRESH_TERMINATION_LOG", self.termination_log());
         for (k, v) in env {
             command.env(k, v);
         }
