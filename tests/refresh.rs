@@ -497,25 +497,13 @@ fn throttling_and_server_errors_are_retried_then_succeed() {
 
     run.expect_code(0);
     assert_eq!(run.outcome("a"), "updated");
-    let patches: Vec<u16> = h
-        .cluster
-        .requests()
-        .iter()
-        .filter(|r| r.method == "PATCH")
-        .map(|r| r.status)
-        .collect();
+    let patches = h.statuses("PATCH", "");
     assert_eq!(
         patches,
         [429, 429, 200],
         "the first run created with POST; these are the second run's"
     );
-    let gets: Vec<u16> = h
-        .cluster
-        .requests()
-        .iter()
-        .filter(|r| r.method == "GET" && r.path.ends_with(SECRET))
-        .map(|r| r.status)
-        .collect();
+    let gets = h.statuses("GET", &format!("/secrets/{SECRET}"));
     assert_eq!(gets, [404, 503, 500, 200]);
     assert!(
         started.elapsed() >= Duration::from_secs(2),
@@ -1165,13 +1153,7 @@ fn a_secret_that_appears_between_our_read_and_our_create_is_updated_not_overwrit
     let auths = docker_config(&secret)["auths"].clone();
     assert_eq!(auths["ghcr.io"]["auth"], "Z2g6MQ==");
     assert!(auths.get(REGISTRY).is_some());
-    let posts: Vec<u16> = h
-        .cluster
-        .requests()
-        .iter()
-        .filter(|r| r.method == "POST")
-        .map(|r| r.status)
-        .collect();
+    let posts = h.statuses("POST", "");
     assert_eq!(
         posts,
         [409],

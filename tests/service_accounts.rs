@@ -118,13 +118,7 @@ fn a_change_to_the_service_account_between_our_read_and_write_is_not_lost() {
             json!({ "name": SECRET })
         ]
     );
-    let statuses: Vec<u16> = h
-        .cluster
-        .requests()
-        .iter()
-        .filter(|r| r.method == "PATCH" && r.path.contains("/serviceaccounts/"))
-        .map(|r| r.status)
-        .collect();
+    let statuses = h.statuses("PATCH", "/serviceaccounts/");
     assert_eq!(
         statuses,
         [422, 200],

@@ -120,6 +120,16 @@ impl Harness {
         self.cluster.seed(Resource::Secrets, body, manager)
     }
 
+    /// The statuses answered to `method` requests whose path contains `part`, in order.
+    pub fn statuses(&self, method: &str, part: &str) -> Vec<u16> {
+        self.cluster
+            .requests()
+            .iter()
+            .filter(|r| r.method == method && r.path.contains(part))
+            .map(|r| r.status)
+            .collect()
+    }
+
     /// Requests to a path that ends with `suffix`.
     pub fn requests_to(&self, method: &str, suffix: &str) -> usize {
         self.cluster

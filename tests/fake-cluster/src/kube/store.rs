@@ -496,8 +496,13 @@ impl Store {
     }
 
     pub fn get(&self, resource: Resource, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        self.live(resource, namespace, name).map(|s| s.obj)
+    }
+
+    /// The stored object, or the 404 the real server answers for it.
+    fn live(&self, resource: Resource, namespace: &str, name: &str) -> Result<Stored, ApiError> {
         self.lookup(resource, namespace, name)
-            .map(|s| s.obj.clone())
+            .cloned()
             .ok_or_else(|| status::not_found(resource.plural(), name))
     }
 
@@ -672,11 +677,7 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let k = key(resource, namespace, name);
-        let live = self
-            .map(resource)
-            .get(&k)
-            .cloned()
-            .ok_or_else(|| status::not_found(resource.plural(), name))?;
+        let live = self.live(resource, namespace, name)?;
         if !new.is_object() {
             return Err(status::bad_request(
                 "the body of the request must be an object",
@@ -904,11 +905,7 @@ impl Store {
         dry_run: bool,
     ) -> Result<Value, ApiError> {
         let k = key(resource, namespace, name);
-        let live = self
-            .map(resource)
-            .get(&k)
-            .cloned()
-            .ok_or_else(|| status::not_found(resource.plural(), name))?;
+        let live = self.live(resource, namespace, name)?;
         for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
             if let Some(want) = preconditions.get(field).and_then(Value::as_str) {
                 let have = meta_str(&live.obj, field).unwrap_or_default();
