@@ -16,3 +16,4 @@ pub mod retry;
 pub mod run;
 pub mod secret;
 pub mod service_accounts;
+pub mod termination;

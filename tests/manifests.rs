@@ -97,7 +97,8 @@ fn every_variable_the_manifests_and_readme_name_is_one_ecr_refresh_reads() {
     let mut unknown = Vec::new();
     for file in documents() {
         for name in variables_in(&read(&file)) {
-            if !VARIABLES.contains(&name.as_str()) && !TEST_VARIABLES.contains(&name.as_str()) {
+            if !VARIABLES.iter().any(|v| v.name == name) && !TEST_VARIABLES.contains(&name.as_str())
+            {
                 let shown = file.strip_prefix(repo()).unwrap_or(&file).display();
                 unknown.push(format!("{name} in {shown}"));
             }
@@ -113,7 +114,11 @@ fn every_variable_the_manifests_and_readme_name_is_one_ecr_refresh_reads() {
 #[test]
 fn the_base_cronjob_sets_every_variable_ecr_refresh_reads() {
     let set = env_names_in(&read(&repo().join(BASE_CRONJOB)));
-    let missing: Vec<_> = VARIABLES.iter().filter(|v| !set.contains(**v)).collect();
+    let missing: Vec<_> = VARIABLES
+        .iter()
+        .map(|v| v.name)
+        .filter(|v| !set.contains(*v))
+        .collect();
     assert!(
         missing.is_empty(),
         "{BASE_CRONJOB} has no env entry (with its default and a comment) for {missing:?}"
@@ -123,7 +128,11 @@ fn the_base_cronjob_sets_every_variable_ecr_refresh_reads() {
 #[test]
 fn the_readme_documents_every_variable_ecr_refresh_reads() {
     let named = variables_in(&read(&repo().join("README.md")));
-    let missing: Vec<_> = VARIABLES.iter().filter(|v| !named.contains(**v)).collect();
+    let missing: Vec<_> = VARIABLES
+        .iter()
+        .map(|v| v.name)
+        .filter(|v| !named.contains(*v))
+        .collect();
     assert!(missing.is_empty(), "README.md does not mention {missing:?}");
 }
 

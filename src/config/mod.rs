@@ -4,7 +4,10 @@
 //! value, or an `ECR_REFRESH_*` variable we do not know, is an error naming the variable, the
 //! value and what is accepted; the run then sends no request.
 
-use std::fmt;
+mod selection;
+mod values;
+pub mod variables;
+
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -15,31 +18,14 @@ use crate::glob::Glob;
 use crate::names::{NamespaceName, SecretName, ServiceAccountName};
 use crate::registry::RegistryHost;
 
+pub use selection::{Include, LabelSelector, Selection};
+use values::{first_of_each, parse_bool, parse_concurrency, parse_list, parse_timeout};
+pub use variables::{VARIABLES, Variable};
+
 const PREFIX: &str = "ECR_REFRESH_";
-
-/// Every variable the binary reads. An `ECR_REFRESH_*` variable not listed here is refused.
-pub const VARIABLES: &[&str] = &[
-    "ECR_REFRESH_SECRET_NAME",
-    "ECR_REFRESH_NAMESPACES",
-    "ECR_REFRESH_EXCLUDE_NAMESPACES",
-    "ECR_REFRESH_NAMESPACE_SELECTOR",
-    "ECR_REFRESH_REGISTRIES",
-    "ECR_REFRESH_DRY_RUN",
-    "ECR_REFRESH_CONCURRENCY",
-    "ECR_REFRESH_TIMEOUT",
-    "ECR_REFRESH_LOG_FORMAT",
-    "ECR_REFRESH_SERVICE_ACCOUNTS",
-    "ECR_REFRESH_VERIFY_LOGIN",
-    "ECR_REFRESH_TERMINATION_LOG",
-];
-
-/// Variables with our prefix that belong to the test suite, not the binary: tolerated so that
-/// a shell that exports them can still run the binary.
-const TEST_VARIABLES: &[&str] = &["ECR_REFRESH_E2E_KUBECONFIG"];
 
 const DEFAULT_SECRET_NAME: &str = "aws-ecr-token";
 const DEFAULT_CONCURRENCY: usize = 16;
-const MAX_CONCURRENCY: usize = 1024;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Where Kubernetes reads a container's termination message from.
 pub const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
@@ -56,7 +42,7 @@ pub enum ConfigError {
     #[error(
         "{variable} is not a variable ecr-refresh knows{suggestion}; known variables: {known}",
         suggestion = .suggestion.as_ref().map(|s| format!(" (did you mean {s}?)")).unwrap_or_default(),
-        known = VARIABLES.join(", ")
+        known = variables::names()
     )]
     Unknown {
         variable: String,
@@ -82,136 +68,6 @@ impl FromStr for LogFormat {
             _ => Err("must be 'text' or 'json'".into()),
         }
     }
-}
-
-/// Which namespaces a run covers, before the API server's label selector narrows them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Include {
-    /// Every namespace the list returns.
-    All,
-    /// Only these names: no namespace LIST is needed (with no selector).
-    Names(Vec<NamespaceName>),
-    /// Names and globs, matched against the list.
-    Patterns(Vec<Glob>),
-}
-
-/// The namespace selection: what to include, what to take out, and the label selector.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selection {
-    pub include: Include,
-    pub exclude: Vec<Glob>,
-    pub label_selector: Option<LabelSelector>,
-}
-
-impl Selection {
-    /// The literal names to visit when no LIST is needed, or None when the run must list.
-    pub fn literal_names(&self) -> Option<Vec<&NamespaceName>> {
-        match (&self.include, &self.label_selector) {
-            (Include::Names(names), None) => Some(
-                names
-                    .iter()
-                    .filter(|n| !self.exclude.iter().any(|g| g.matches(n.as_str())))
-                    .collect(),
-            ),
-            _ => None,
-        }
-    }
-
-    /// Whether a namespace the list returned is selected.
-    pub fn matches(&self, namespace: &str) -> bool {
-        let included = match &self.include {
-            Include::All => true,
-            Include::Names(names) => names.iter().any(|n| n.as_str() == namespace),
-            Include::Patterns(globs) => globs.iter().any(|g| g.matches(namespace)),
-        };
-        included && !self.exclude.iter().any(|g| g.matches(namespace))
-    }
-}
-
-/// A label selector, passed to the API server as it is, after a syntax check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LabelSelector(String);
-
-impl LabelSelector {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for LabelSelector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl FromStr for LabelSelector {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let accepted = "must be a label selector like 'team=a,env!=prod,tier in (web,api),!legacy'";
-        for requirement in split_requirements(s) {
-            if !valid_requirement(requirement.trim()) {
-                return Err(format!(
-                    "{accepted} ('{}' is not a requirement)",
-                    requirement.trim()
-                ));
-            }
-        }
-        Ok(Self(s.trim().to_owned()))
-    }
-}
-
-/// Splits on commas outside parentheses.
-fn split_requirements(s: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0usize, 0usize);
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                parts.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&s[start..]);
-    parts
-}
-
-fn valid_requirement(r: &str) -> bool {
-    let is_key = |k: &str| {
-        let k = k.trim();
-        let name = k.rsplit('/').next().unwrap_or_default();
-        !name.is_empty()
-            && name.len() <= 63
-            && k.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-    };
-    let is_value = |v: &str| {
-        let v = v.trim();
-        v.len() <= 63
-            && v.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    };
-    if let Some(key) = r.strip_prefix('!') {
-        return is_key(key);
-    }
-    for op in ["!=", "==", "="] {
-        if let Some((k, v)) = r.split_once(op) {
-            return is_key(k) && is_value(v);
-        }
-    }
-    for op in [" notin ", " in "] {
-        if let Some((k, set)) = r.split_once(op) {
-            let set = set.trim();
-            return is_key(k)
-                && set.starts_with('(')
-                && set.ends_with(')')
-                && set[1..set.len() - 1].split(',').all(is_value);
-        }
-    }
-    is_key(r) && !r.is_empty()
 }
 
 /// The run's whole configuration.
@@ -260,12 +116,12 @@ impl Config {
         let vars: Vec<(String, String)> = vars.into_iter().collect();
         if let Some(unknown) = vars.iter().map(|(k, _)| k).find(|k| {
             k.starts_with(PREFIX)
-                && !VARIABLES.contains(&k.as_str())
-                && !TEST_VARIABLES.contains(&k.as_str())
+                && !variables::is_known(k)
+                && !variables::TEST_VARIABLES.contains(&k.as_str())
         }) {
             return Err(ConfigError::Unknown {
                 variable: unknown.clone(),
-                suggestion: nearest(unknown),
+                suggestion: variables::nearest(unknown),
             });
         }
         // An empty value means the default, as an unset one does: manifests often carry `value: ""`.
@@ -387,20 +243,6 @@ fn parse_opt<T>(
         .transpose()
 }
 
-/// A comma-separated list; blanks between commas are ignored, an empty list is refused.
-fn parse_list<T>(value: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
-    let items: Vec<T> = value
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| parse(s).map_err(|e| format!("'{s}' {e}")))
-        .collect::<Result<_, _>>()?;
-    if items.is_empty() {
-        return Err("must hold at least one comma-separated entry".into());
-    }
-    Ok(items)
-}
-
 /// `all` (or `*`), or names and globs; literal names only allow the run to skip listing.
 fn parse_include(value: &str) -> Result<Include, String> {
     if value.trim() == "all" {
@@ -418,47 +260,6 @@ fn parse_include(value: &str) -> Result<Include, String> {
         return Ok(Include::Names(first_of_each(names)));
     }
     Ok(Include::Patterns(globs))
-}
-
-/// The list without repeats, in order: a name given twice is one thing, done once.
-fn first_of_each<T: Eq + std::hash::Hash + Clone>(mut items: Vec<T>) -> Vec<T> {
-    let mut seen = std::collections::HashSet::new();
-    items.retain(|item| seen.insert(item.clone()));
-    items
-}
-
-fn parse_bool(s: &str) -> Result<bool, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" => Ok(true),
-        "false" | "0" | "no" => Ok(false),
-        _ => Err("must be 'true' or 'false'".into()),
-    }
-}
-
-fn parse_concurrency(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if (1..=MAX_CONCURRENCY).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "must be a whole number from 1 to {MAX_CONCURRENCY}"
-        )),
-    }
-}
-
-fn parse_timeout(s: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(s) {
-        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
-        _ => Err("must be a duration of at least 1s, like '90s', '5m' or '1h'".into()),
-    }
-}
-
-/// The known variable closest to a misspelt one, if any is close.
-fn nearest(unknown: &str) -> Option<&'static str> {
-    VARIABLES
-        .iter()
-        .map(|known| (strsim::levenshtein(unknown, known), *known))
-        .filter(|(distance, _)| *distance <= 4)
-        .min()
-        .map(|(_, known)| known)
 }
 
 #[cfg(test)]
@@ -631,22 +432,5 @@ mod tests {
                 "222222222222.dkr.ecr.us-east-1.amazonaws.com"
             ]
         );
-    }
-
-    #[test]
-    fn label_selectors_are_checked_for_syntax() {
-        for ok in [
-            "team=a",
-            "team==a,env!=prod",
-            "tier in (web,api)",
-            "!legacy",
-            "app.kubernetes.io/part-of",
-            "x notin (a)",
-        ] {
-            assert!(LabelSelector::from_str(ok).is_ok(), "{ok}");
-        }
-        for bad in ["team=a b", "tier in web", "=a", "a=(b)"] {
-            assert!(LabelSelector::from_str(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -1,44 +1,27 @@
 //! One run: tokens, then every selected namespace, ECR_REFRESH_CONCURRENCY at a time, as the
 //! namespace pages arrive; then the summary and the exit code.
 
+mod lines;
+mod stop;
+
 use std::future::Future;
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::{Api, Client};
-use tokio::sync::watch;
-use tracing::{Level, error, info, warn};
+use tracing::{error, info, warn};
 
 use crate::config::Config;
 use crate::namespaces::{Candidate, Pages};
 use crate::report::{self, AccountOutcome, Outcome, Report, Summary, exit};
 use crate::secret::{self, Desired, SkipReason, Written};
+use crate::termination::write_termination_message;
 use crate::{cluster, ecr, login, service_accounts};
-
-/// Resolves when the run must stop starting work: at the deadline, or on SIGTERM / Ctrl-C.
-/// Yields why.
-pub async fn shutdown_signal(timeout: Duration) -> &'static str {
-    let deadline = tokio::time::sleep(timeout);
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = deadline => "run deadline (ECR_REFRESH_TIMEOUT) reached",
-        () = terminate => "SIGTERM received",
-        _ = tokio::signal::ctrl_c() => "interrupted",
-    }
-}
+use lines::{log_left_undone, log_summary, log_written};
+use stop::Stop;
+pub use stop::{SHUTDOWN_GRACE, shutdown_signal};
 
 /// Why a run wrote nothing at all.
 #[derive(Debug, thiserror::Error)]
@@ -153,68 +136,6 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
         pages,
         first,
     })
-}
-
-/// How long writes in flight may go on after a stop before they are abandoned: inside the 30 s
-/// a pod gets between SIGTERM and SIGKILL, with time left for the summary.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Running,
-    /// No new namespace is started; writes in flight finish.
-    Stopping(&'static str),
-    /// The grace is over: writes still in flight are abandoned.
-    Abandoning(&'static str),
-}
-
-/// The run's stop: set once the shutdown future resolves, then after SHUTDOWN_GRACE, abandon.
-struct Stop(watch::Receiver<Phase>);
-
-impl Stop {
-    fn new(shutdown: impl Future<Output = &'static str> + Send + 'static) -> Self {
-        let (tx, rx) = watch::channel(Phase::Running);
-        tokio::spawn(async move {
-            let reason = shutdown.await;
-            warn!(
-                reason,
-                grace_s = SHUTDOWN_GRACE.as_secs(),
-                "stopping: no new namespace is started; writes in flight may finish within the grace"
-            );
-            let _ = tx.send(Phase::Stopping(reason));
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-            let _ = tx.send(Phase::Abandoning(reason));
-        });
-        Self(rx)
-    }
-
-    fn reason(&self) -> Option<&'static str> {
-        match *self.0.borrow() {
-            Phase::Running => None,
-            Phase::Stopping(reason) | Phase::Abandoning(reason) => Some(reason),
-        }
-    }
-
-    /// Resolves once the run is stopping, with why.
-    async fn stopping(&self) -> &'static str {
-        let mut rx = self.0.clone();
-        match rx.wait_for(|p| *p != Phase::Running).await.map(|p| *p) {
-            Ok(Phase::Stopping(reason) | Phase::Abandoning(reason)) => reason,
-            _ => std::future::pending().await,
-        }
-    }
-
-    /// Resolves once writes in flight are to be abandoned.
-    async fn abandoned(&self) {
-        let mut rx = self.0.clone();
-        if rx
-            .wait_for(|p| matches!(p, Phase::Abandoning(_)))
-            .await
-            .is_err()
-        {
-            std::future::pending::<()>().await;
-        }
-    }
 }
 
 /// Every selected namespace, streamed from the list pages into the writers.
@@ -369,105 +290,4 @@ async fn write_namespace(
         &account_errors.join("; "),
     );
     (written.outcome, accounts)
-}
-
-fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
-    let error = format!("left undone: {reason}; the next run covers it");
-    error!(namespace, secret, outcome = %Outcome::Failed, %error, "namespace failed");
-}
-
-/// The namespace's one line: the level says how it went, the fields what happened.
-fn log_written(namespace: &str, secret: &str, w: &Written, accounts: &str, account_error: &str) {
-    let uid_before = w.uid_before.as_deref().unwrap_or("-");
-    let uid_after = w.uid_after.as_deref().unwrap_or("-");
-    let outcome = w.outcome.as_str();
-    let reason = w.reason.map(SkipReason::as_str);
-    let message = match (w.outcome, w.reason) {
-        (Outcome::Created, _) => "Secret created",
-        (Outcome::Updated, _) if w.removed_last_applied => {
-            "Secret updated in place; removed kubectl's last-applied-configuration annotation, which held a copy of the old password"
-        }
-        (Outcome::Updated, _) => "Secret updated in place",
-        (Outcome::Recreated, _) => {
-            "Secret was deleted during the run; created it fresh with the new token"
-        }
-        (Outcome::WouldCreate, _) => "dry run: Secret would be created",
-        (Outcome::WouldUpdate, _) => "dry run: Secret would be updated in place",
-        (Outcome::Skipped, Some(SkipReason::NamespaceNotFound)) => {
-            "namespace skipped: it does not exist"
-        }
-        (Outcome::Skipped, _) => "namespace skipped",
-        (Outcome::Failed, _) => "namespace failed",
-    };
-    // Fields that say nothing in the common case are left out of the line.
-    let service_accounts = (!accounts.is_empty()).then_some(accounts);
-    let kept_entries = (w.kept_entries > 0).then_some(w.kept_entries);
-    let dropped = w.dropped_entries.join(",");
-    let dropped_entries = (!dropped.is_empty()).then_some(dropped.as_str());
-    let warning = w.warning.as_deref();
-    let error = (!account_error.is_empty()).then_some(account_error);
-    macro_rules! line {
-        ($level:expr) => {
-            tracing::event!(
-                $level,
-                namespace,
-                secret,
-                outcome,
-                uid_before,
-                uid_after,
-                reason,
-                service_accounts,
-                kept_entries,
-                dropped_entries,
-                warning,
-                error,
-                "{message}"
-            )
-        };
-    }
-    if error.is_some() {
-        line!(Level::ERROR);
-    } else if warning.is_some() || w.reason == Some(SkipReason::NamespaceNotFound) {
-        line!(Level::WARN);
-    } else {
-        line!(Level::INFO);
-    }
-}
-
-fn log_summary(report: &Report, summary: &Summary, config: &Config) {
-    let message = if report.exit_code() == exit::OK {
-        "run complete"
-    } else {
-        "run finished with failures"
-    };
-    let sa = |outcome| report.service_accounts.get(&outcome).copied().unwrap_or(0);
-    info!(
-        namespaces = report.total(),
-        created = report.count(Outcome::Created),
-        updated = report.count(Outcome::Updated),
-        recreated = report.count(Outcome::Recreated),
-        skipped = report.count(Outcome::Skipped),
-        failed = report.count(Outcome::Failed),
-        // Namespaces whose Secret was written but a ServiceAccount failed count here too.
-        namespaces_failed = report.failed.len(),
-        would_write = report.count(Outcome::WouldCreate) + report.count(Outcome::WouldUpdate),
-        sa_added = sa(AccountOutcome::Added),
-        sa_present = sa(AccountOutcome::Present),
-        sa_missing = sa(AccountOutcome::Missing),
-        sa_would_add = sa(AccountOutcome::WouldAdd),
-        sa_failed = sa(AccountOutcome::Failed),
-        listing_incomplete = report.listing_incomplete,
-        dry_run = config.dry_run,
-        registries = %summary.registries.join(","),
-        token_expires_at = %summary.token_expires_at,
-        elapsed_ms = summary.elapsed_ms,
-        "{message}"
-    );
-}
-
-/// The outcome where `kubectl describe pod` shows it; a run outside a pod has no such file.
-pub async fn write_termination_message(path: &Path, message: &str) {
-    if let Err(e) = tokio::fs::write(path, message).await {
-        tracing::debug!(path = %path.display(), error = %e, "termination message not written");
-    }
 }

@@ -1,0 +1,55 @@
+//! Parsing one variable's value: lists, booleans, numbers and durations. Each parser returns
+//! what is accepted as its error, for the caller to put beside the variable's name.
+
+use std::time::Duration;
+
+/// Namespaces written at once, at most.
+pub const MAX_CONCURRENCY: usize = 1024;
+
+/// A comma-separated list; blanks between commas are ignored, an empty list is refused.
+pub fn parse_list<T>(
+    value: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    let items: Vec<T> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| parse(s).map_err(|e| format!("'{s}' {e}")))
+        .collect::<Result<_, _>>()?;
+    if items.is_empty() {
+        return Err("must hold at least one comma-separated entry".into());
+    }
+    Ok(items)
+}
+
+/// The list without repeats, in order: a name given twice is one thing, done once.
+pub fn first_of_each<T: Eq + std::hash::Hash + Clone>(mut items: Vec<T>) -> Vec<T> {
+    let mut seen = std::collections::HashSet::new();
+    items.retain(|item| seen.insert(item.clone()));
+    items
+}
+
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err("must be 'true' or 'false'".into()),
+    }
+}
+
+pub fn parse_concurrency(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=MAX_CONCURRENCY).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "must be a whole number from 1 to {MAX_CONCURRENCY}"
+        )),
+    }
+}
+
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
+        _ => Err("must be a duration of at least 1s, like '90s', '5m' or '1h'".into()),
+    }
+}

@@ -1,0 +1,104 @@
+//! Every variable the binary reads, with its default and meaning: the one list that the
+//! unknown-variable check, `--help` and the tests of README and manifests/ all read.
+
+/// One environment variable ecr-refresh reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variable {
+    pub name: &'static str,
+    /// The default, as a reader would write it.
+    pub default: &'static str,
+    /// What it does, in one line.
+    pub meaning: &'static str,
+}
+
+/// Every `ECR_REFRESH_*` variable the binary reads. One not listed here is refused.
+pub const VARIABLES: &[Variable] = &[
+    Variable {
+        name: "ECR_REFRESH_SECRET_NAME",
+        default: "aws-ecr-token",
+        meaning: "the pull Secret's name in every namespace (a DNS subdomain name)",
+    },
+    Variable {
+        name: "ECR_REFRESH_NAMESPACES",
+        default: "all",
+        meaning: "comma-separated namespace names and globs (* and ?); literal names need no namespace list",
+    },
+    Variable {
+        name: "ECR_REFRESH_EXCLUDE_NAMESPACES",
+        default: "none",
+        meaning: "comma-separated globs taken out of the selection",
+    },
+    Variable {
+        name: "ECR_REFRESH_NAMESPACE_SELECTOR",
+        default: "none",
+        meaning: "label selector for namespaces, evaluated by the API server",
+    },
+    Variable {
+        name: "ECR_REFRESH_REGISTRIES",
+        default: "the caller's own registry in AWS_REGION",
+        meaning: "comma-separated ECR registry hosts (<account>.dkr.ecr.<region>.amazonaws.com)",
+    },
+    Variable {
+        name: "ECR_REFRESH_DRY_RUN",
+        default: "false",
+        meaning: "true: server-side dry run (dryRun=All); the API server validates every write and stores nothing",
+    },
+    Variable {
+        name: "ECR_REFRESH_CONCURRENCY",
+        default: "16",
+        meaning: "how many namespaces are written at once (1 to 1024)",
+    },
+    Variable {
+        name: "ECR_REFRESH_TIMEOUT",
+        default: "5m",
+        meaning: "deadline for the whole run (90s, 5m); then nothing new starts and the run reports what it left",
+    },
+    Variable {
+        name: "ECR_REFRESH_LOG_FORMAT",
+        default: "text",
+        meaning: "text or json",
+    },
+    Variable {
+        name: "ECR_REFRESH_SERVICE_ACCOUNTS",
+        default: "none",
+        meaning: "comma-separated ServiceAccounts (usually default) that get the Secret added to imagePullSecrets",
+    },
+    Variable {
+        name: "ECR_REFRESH_VERIFY_LOGIN",
+        default: "false",
+        meaning: "true: try each token against its registry before writing; refused means exit 3, nothing written",
+    },
+    Variable {
+        name: "ECR_REFRESH_TERMINATION_LOG",
+        default: "/dev/termination-log",
+        meaning: "where the run's summary is written as JSON, for kubectl describe pod",
+    },
+];
+
+/// Variables with our prefix that belong to the test suite, not the binary: tolerated so that
+/// a shell that exports them can still run the binary.
+pub const TEST_VARIABLES: &[&str] = &["ECR_REFRESH_E2E_KUBECONFIG"];
+
+/// Whether the binary reads this variable.
+pub fn is_known(name: &str) -> bool {
+    VARIABLES.iter().any(|v| v.name == name)
+}
+
+/// The known variable closest to a misspelt one, if any is close.
+pub fn nearest(unknown: &str) -> Option<&'static str> {
+    VARIABLES
+        .iter()
+        .map(|known| (strsim::levenshtein(unknown, known.name), known.name))
+        .filter(|(distance, _)| *distance <= 4)
+        .min()
+        .map(|(_, known)| known)
+}
+
+/// Every variable's name, comma-separated, for error messages.
+pub fn names() -> String {
+    VARIABLES
+        .iter()
+        .map(|v| v.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,107 @@
+//! The log lines an operator reads: one per namespace, and the summary.
+
+use tracing::{Level, error, info};
+
+use crate::config::Config;
+use crate::report::{AccountOutcome, Outcome, Report, Summary, exit};
+use crate::secret::{SkipReason, Written};
+
+pub fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
+    let error = format!("left undone: {reason}; the next run covers it");
+    error!(namespace, secret, outcome = %Outcome::Failed, %error, "namespace failed");
+}
+
+/// The namespace's one line: the level says how it went, the fields what happened.
+pub fn log_written(
+    namespace: &str,
+    secret: &str,
+    w: &Written,
+    accounts: &str,
+    account_error: &str,
+) {
+    let uid_before = w.uid_before.as_deref().unwrap_or("-");
+    let uid_after = w.uid_after.as_deref().unwrap_or("-");
+    let outcome = w.outcome.as_str();
+    let reason = w.reason.map(SkipReason::as_str);
+    let message = match (w.outcome, w.reason) {
+        (Outcome::Created, _) => "Secret created",
+        (Outcome::Updated, _) if w.removed_last_applied => {
+            "Secret updated in place; removed kubectl's last-applied-configuration annotation, which held a copy of the old password"
+        }
+        (Outcome::Updated, _) => "Secret updated in place",
+        (Outcome::Recreated, _) => {
+            "Secret was deleted during the run; created it fresh with the new token"
+        }
+        (Outcome::WouldCreate, _) => "dry run: Secret would be created",
+        (Outcome::WouldUpdate, _) => "dry run: Secret would be updated in place",
+        (Outcome::Skipped, Some(SkipReason::NamespaceNotFound)) => {
+            "namespace skipped: it does not exist"
+        }
+        (Outcome::Skipped, _) => "namespace skipped",
+        (Outcome::Failed, _) => "namespace failed",
+    };
+    // Fields that say nothing in the common case are left out of the line.
+    let service_accounts = (!accounts.is_empty()).then_some(accounts);
+    let kept_entries = (w.kept_entries > 0).then_some(w.kept_entries);
+    let dropped = w.dropped_entries.join(",");
+    let dropped_entries = (!dropped.is_empty()).then_some(dropped.as_str());
+    let warning = w.warning.as_deref();
+    let error = (!account_error.is_empty()).then_some(account_error);
+    macro_rules! line {
+        ($level:expr) => {
+            tracing::event!(
+                $level,
+                namespace,
+                secret,
+                outcome,
+                uid_before,
+                uid_after,
+                reason,
+                service_accounts,
+                kept_entries,
+                dropped_entries,
+                warning,
+                error,
+                "{message}"
+            )
+        };
+    }
+    if error.is_some() {
+        line!(Level::ERROR);
+    } else if warning.is_some() || w.reason == Some(SkipReason::NamespaceNotFound) {
+        line!(Level::WARN);
+    } else {
+        line!(Level::INFO);
+    }
+}
+
+pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
+    let message = if report.exit_code() == exit::OK {
+        "run complete"
+    } else {
+        "run finished with failures"
+    };
+    let sa = |outcome| report.service_accounts.get(&outcome).copied().unwrap_or(0);
+    info!(
+        namespaces = report.total(),
+        created = report.count(Outcome::Created),
+        updated = report.count(Outcome::Updated),
+        recreated = report.count(Outcome::Recreated),
+        skipped = report.count(Outcome::Skipped),
+        failed = report.count(Outcome::Failed),
+        // Namespaces whose Secret was written but a ServiceAccount failed count here too.
+        namespaces_failed = report.failed.len(),
+        would_write = report.count(Outcome::WouldCreate) + report.count(Outcome::WouldUpdate),
+        sa_added = sa(AccountOutcome::Added),
+        sa_present = sa(AccountOutcome::Present),
+        sa_missing = sa(AccountOutcome::Missing),
+        sa_would_add = sa(AccountOutcome::WouldAdd),
+        sa_failed = sa(AccountOutcome::Failed),
+        listing_incomplete = report.listing_incomplete,
+        dry_run = config.dry_run,
+        registries = %summary.registries.join(","),
+        token_expires_at = %summary.token_expires_at,
+        elapsed_ms = summary.elapsed_ms,
+        "{message}"
+    );
+}
