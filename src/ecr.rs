@@ -1,28 +1,62 @@
-//! ECR tokens: one GetAuthorizationToken per region, before any namespace is touched.
+//! Registry tokens: one ECR GetAuthorizationToken per region, and one from ECR Public when it is
+//! configured, before any namespace is touched.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use aws_config::SdkConfig;
-use aws_sdk_ecr::error::DisplayErrorContext;
 use aws_sdk_ecr::primitives::{DateTime, DateTimeFormat};
 use base64::Engine as _;
 use secrecy::SecretString;
 use tracing::{debug, warn};
 
 use crate::docker_config::Credential;
-use crate::registry::RegistryHost;
+use crate::registry::{PUBLIC_REGION, RegistryHost};
 
 /// How long one GetAuthorizationToken may take, retries included.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The token for one region: it serves every registry of that region the principal can reach.
+/// Which GetAuthorizationToken issued a token: ECR's in a region, or ECR Public's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenApi {
+    Ecr {
+        region: String,
+    },
+    /// ECR Public's own API, served in us-east-1 only.
+    EcrPublic,
+}
+
+impl TokenApi {
+    /// The IAM actions the call needs, for error messages.
+    fn permissions(&self) -> &'static str {
+        match self {
+            Self::Ecr { .. } => "ecr:GetAuthorizationToken",
+            // ECR Public's token is an STS service bearer token: the call needs both.
+            Self::EcrPublic => "ecr-public:GetAuthorizationToken and sts:GetServiceBearerToken",
+        }
+    }
+}
+
+impl fmt::Display for TokenApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ecr { region } => write!(f, "ECR GetAuthorizationToken in {region}"),
+            Self::EcrPublic => write!(f, "ECR Public GetAuthorizationToken in {PUBLIC_REGION}"),
+        }
+    }
+}
+
+/// One token: it serves every registry host of its region (or of ECR Public) the principal can
+/// reach, IPv4 and dual-stack alike.
 pub struct RegionToken {
     pub region: String,
+    pub api: TokenApi,
+    /// The hosts this token is written under, dual-stack twins included.
     pub registries: Vec<RegistryHost>,
     pub password: SecretString,
     pub expires_at: DateTime,
-    /// The `proxyEndpoint`s ECR returned (`https://<host>`), where a login check goes.
+    /// The `proxyEndpoint`s ECR returned (`https://<host>`), where a login check goes. ECR
+    /// Public returns none.
     pub proxy_endpoints: Vec<String>,
 }
 
@@ -30,6 +64,7 @@ impl fmt::Debug for RegionToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RegionToken")
             .field("region", &self.region)
+            .field("api", &self.api)
             .field("registries", &self.registries)
             .field("password", &"[redacted]")
             .field("expires_at", &self.expires_at)
@@ -37,12 +72,12 @@ impl fmt::Debug for RegionToken {
     }
 }
 
-/// The run's tokens, one per region needed.
+/// The run's tokens, one per region needed and one for ECR Public if it is configured.
 #[derive(Debug)]
 pub struct Tokens(pub Vec<RegionToken>);
 
 impl Tokens {
-    /// One credential per registry, in the configured order within each region.
+    /// One credential per registry host, in the configured order within each token.
     pub fn credentials(&self) -> Vec<Credential<'_>> {
         self.0
             .iter()
@@ -85,16 +120,17 @@ pub enum EcrError {
     )]
     NoRegion,
     #[error(
-        "ECR GetAuthorizationToken in {region} failed: {message}; check that the credentials (IRSA role, \
-         EKS Pod Identity or keys) are valid and allow ecr:GetAuthorizationToken"
+        "{api} failed: {message}; check that the credentials (IRSA role, EKS Pod Identity or keys) are \
+         valid and allow {permissions}",
+        permissions = .api.permissions()
     )]
-    Call { region: String, message: String },
-    #[error("ECR GetAuthorizationToken in {region} got no answer within {}s", CALL_TIMEOUT.as_secs())]
-    Timeout { region: String },
-    #[error("ECR GetAuthorizationToken in {region} returned no authorization data")]
-    Empty { region: String },
-    #[error("the token ECR returned in {region} does not decode to AWS:<password>")]
-    Malformed { region: String },
+    Call { api: TokenApi, message: String },
+    #[error("{api} got no answer within {}s", CALL_TIMEOUT.as_secs())]
+    Timeout { api: TokenApi },
+    #[error("{api} returned no authorization data")]
+    Empty { api: TokenApi },
+    #[error("the token from {api} does not decode to AWS:<password>")]
+    Malformed { api: TokenApi },
     #[error(
         "ECR returned proxyEndpoint {endpoint:?} in {region}, which is not an ECR registry host: {reason}"
     )]
@@ -105,9 +141,15 @@ pub enum EcrError {
     },
 }
 
-/// Fetches one token per region: the configured registries' regions, or the default region's
-/// for the caller's own registry when none are configured.
-pub async fn fetch(sdk: &SdkConfig, registries: &[RegistryHost]) -> Result<Tokens, EcrError> {
+/// Fetches one token per region of the configured private registries (or the default region's,
+/// for the caller's own registry, when none are configured), and one from ECR Public if
+/// `public.ecr.aws` or its twin is configured. With `dual_stack`, each token is also written under
+/// its registries' dual-stack hosts.
+pub async fn fetch(
+    sdk: &SdkConfig,
+    registries: &[RegistryHost],
+    dual_stack: bool,
+) -> Result<Tokens, EcrError> {
     if registries.is_empty() {
         let region = sdk.region().ok_or(EcrError::NoRegion)?.to_string();
         let mut token = get_token(sdk, &region, &[]).await?;
@@ -115,7 +157,7 @@ pub async fn fetch(sdk: &SdkConfig, registries: &[RegistryHost]) -> Result<Token
             .proxy_endpoints
             .first()
             .ok_or_else(|| EcrError::Empty {
-                region: region.clone(),
+                api: token.api.clone(),
             })?;
         let registry =
             RegistryHost::from_proxy_endpoint(endpoint).map_err(|reason| EcrError::Endpoint {
@@ -123,26 +165,51 @@ pub async fn fetch(sdk: &SdkConfig, registries: &[RegistryHost]) -> Result<Token
                 endpoint: endpoint.clone(),
                 reason,
             })?;
-        token.registries = vec![registry];
+        token.registries = with_twins(vec![registry], dual_stack);
         return Ok(Tokens(vec![token]));
     }
-    let mut regions: Vec<(&str, Vec<RegistryHost>)> = Vec::new();
+    // One group per token, in the order the registries were configured: a region's private
+    // registries (None: ECR Public's).
+    let mut groups: Vec<(Option<&str>, Vec<RegistryHost>)> = Vec::new();
     for registry in registries {
-        match regions.iter_mut().find(|(r, _)| *r == registry.region()) {
+        let key = (!registry.is_public()).then(|| registry.region());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, hosts)) => hosts.push(registry.clone()),
-            None => regions.push((registry.region(), vec![registry.clone()])),
+            None => groups.push((key, vec![registry.clone()])),
         }
     }
-    let mut tokens = Vec::with_capacity(regions.len());
-    for (region, hosts) in regions {
-        let mut accounts: Vec<String> = hosts.iter().map(|h| h.account().to_owned()).collect();
-        let mut seen = std::collections::HashSet::new();
-        accounts.retain(|a| seen.insert(a.clone()));
-        let mut token = get_token(sdk, region, &accounts).await?;
-        token.registries = hosts;
+    let mut tokens = Vec::with_capacity(groups.len());
+    for (region, hosts) in groups {
+        let mut token = match region {
+            Some(region) => {
+                let mut accounts: Vec<String> = Vec::new();
+                for account in hosts.iter().filter_map(RegistryHost::account) {
+                    if !accounts.iter().any(|a| a == account) {
+                        accounts.push(account.to_owned());
+                    }
+                }
+                get_token(sdk, region, &accounts).await?
+            }
+            None => get_public_token(sdk).await?,
+        };
+        token.registries = with_twins(hosts, dual_stack);
         tokens.push(token);
     }
     Ok(Tokens(tokens))
+}
+
+/// Each host followed by its dual-stack twin (with `dual_stack`), each once.
+fn with_twins(hosts: Vec<RegistryHost>, dual_stack: bool) -> Vec<RegistryHost> {
+    let mut out: Vec<RegistryHost> = Vec::with_capacity(hosts.len() * 2);
+    for host in hosts {
+        let twin = dual_stack.then(|| host.dual_stack_twin()).flatten();
+        for h in std::iter::once(host).chain(twin) {
+            if !out.contains(&h) {
+                out.push(h);
+            }
+        }
+    }
+    out
 }
 
 async fn get_token(
@@ -150,6 +217,9 @@ async fn get_token(
     region: &str,
     accounts: &[String],
 ) -> Result<RegionToken, EcrError> {
+    let api = TokenApi::Ecr {
+        region: region.to_owned(),
+    };
     let config = aws_sdk_ecr::config::Builder::from(sdk)
         .region(aws_sdk_ecr::config::Region::new(region.to_owned()))
         .build();
@@ -164,36 +234,19 @@ async fn get_token(
         .send();
     let output = tokio::time::timeout(CALL_TIMEOUT, call)
         .await
-        .map_err(|_| EcrError::Timeout {
-            region: region.to_owned(),
-        })?
+        .map_err(|_| EcrError::Timeout { api: api.clone() })?
         .map_err(|e| EcrError::Call {
-            region: region.to_owned(),
-            message: DisplayErrorContext(&e).to_string(),
+            api: api.clone(),
+            message: aws_sdk_ecr::error::DisplayErrorContext(&e).to_string(),
         })?;
     let data = output.authorization_data();
-    let first = data.first().ok_or_else(|| EcrError::Empty {
-        region: region.to_owned(),
-    })?;
-    let malformed = || EcrError::Malformed {
-        region: region.to_owned(),
-    };
-    let password =
-        decode(first.authorization_token().ok_or_else(malformed)?).ok_or_else(malformed)?;
-    let expires_at = first
-        .expires_at()
-        .copied()
-        .unwrap_or_else(|| DateTime::from(SystemTime::now() + Duration::from_secs(12 * 3600)));
-    if SystemTime::try_from(expires_at).is_ok_and(|at| at <= SystemTime::now()) {
-        // ECR just issued it: a past expiry means our clock or theirs is off, not a dead token.
-        warn!(
-            %region,
-            expires_at = %expires_at.fmt(DateTimeFormat::DateTime).unwrap_or_default(),
-            "ECR token expiry is already past: check this node's clock (NTP); writing the token anyway"
-        );
-    }
+    let first = data
+        .first()
+        .ok_or_else(|| EcrError::Empty { api: api.clone() })?;
+    let (password, expires_at) = token_of(&api, first.authorization_token(), first.expires_at())?;
     Ok(RegionToken {
         region: region.to_owned(),
+        api,
         registries: Vec::new(),
         password,
         expires_at,
@@ -202,6 +255,61 @@ async fn get_token(
             .filter_map(|d| d.proxy_endpoint().map(str::to_owned))
             .collect(),
     })
+}
+
+/// ECR Public's GetAuthorizationToken: always in us-east-1, whatever the SDK's region, as ECR
+/// Public's API for tokens is served there. AWS_ENDPOINT_URL_ECR_PUBLIC points it elsewhere
+/// (the SDK reads it when the client is built from the SdkConfig).
+async fn get_public_token(sdk: &SdkConfig) -> Result<RegionToken, EcrError> {
+    let api = TokenApi::EcrPublic;
+    let config = aws_sdk_ecrpublic::config::Builder::from(sdk)
+        .region(aws_sdk_ecrpublic::config::Region::new(PUBLIC_REGION))
+        .build();
+    let client = aws_sdk_ecrpublic::Client::from_conf(config);
+    debug!(region = PUBLIC_REGION, "ECR Public GetAuthorizationToken");
+    let call = client.get_authorization_token().send();
+    let output = tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .map_err(|_| EcrError::Timeout { api: api.clone() })?
+        .map_err(|e| EcrError::Call {
+            api: api.clone(),
+            message: aws_sdk_ecrpublic::error::DisplayErrorContext(&e).to_string(),
+        })?;
+    // A single object here, not ECR's list: the token serves the one public registry.
+    let data = output
+        .authorization_data()
+        .ok_or_else(|| EcrError::Empty { api: api.clone() })?;
+    let (password, expires_at) = token_of(&api, data.authorization_token(), data.expires_at())?;
+    Ok(RegionToken {
+        region: PUBLIC_REGION.to_owned(),
+        api,
+        registries: Vec::new(),
+        password,
+        expires_at,
+        proxy_endpoints: Vec::new(),
+    })
+}
+
+/// The password and expiry of an authorization token as either API returns it.
+fn token_of(
+    api: &TokenApi,
+    token: Option<&str>,
+    expires_at: Option<&DateTime>,
+) -> Result<(SecretString, DateTime), EcrError> {
+    let malformed = || EcrError::Malformed { api: api.clone() };
+    let password = decode(token.ok_or_else(malformed)?).ok_or_else(malformed)?;
+    let expires_at = expires_at
+        .copied()
+        .unwrap_or_else(|| DateTime::from(SystemTime::now() + Duration::from_secs(12 * 3600)));
+    if SystemTime::try_from(expires_at).is_ok_and(|at| at <= SystemTime::now()) {
+        // The API just issued it: a past expiry means our clock or theirs is off, not a dead token.
+        warn!(
+            api = %api,
+            expires_at = %expires_at.fmt(DateTimeFormat::DateTime).unwrap_or_default(),
+            "token expiry is already past: check this node's clock (NTP); writing the token anyway"
+        );
+    }
+    Ok((password, expires_at))
 }
 
 /// `base64("AWS:" + password)` to the password.

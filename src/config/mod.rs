@@ -77,6 +77,8 @@ pub struct Config {
     pub selection: Selection,
     /// Empty: the caller's own registry in the AWS region of the default chain.
     pub registries: Vec<RegistryHost>,
+    /// Write each registry's dual-stack host too, from the same token.
+    pub dual_stack: bool,
     pub dry_run: bool,
     pub concurrency: usize,
     pub timeout: Duration,
@@ -94,6 +96,7 @@ struct Raw {
     exclude_namespaces: Option<String>,
     namespace_selector: Option<String>,
     registries: Option<String>,
+    dual_stack: Option<String>,
     dry_run: Option<String>,
     concurrency: Option<String>,
     timeout: Option<String>,
@@ -160,6 +163,9 @@ impl Config {
                     .map_err(|accepted| invalid("ECR_REFRESH_REGISTRIES", &v, accepted))?,
             ),
         };
+        let dual_stack = parse_or("ECR_REFRESH_DUAL_STACK", raw.dual_stack, parse_bool, || {
+            false
+        })?;
         let dry_run = parse_or("ECR_REFRESH_DRY_RUN", raw.dry_run, parse_bool, || false)?;
         let concurrency = parse_or(
             "ECR_REFRESH_CONCURRENCY",
@@ -202,6 +208,7 @@ impl Config {
                 label_selector,
             },
             registries,
+            dual_stack,
             dry_run,
             concurrency,
             timeout,

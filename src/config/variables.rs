@@ -36,7 +36,12 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "ECR_REFRESH_REGISTRIES",
         default: "the caller's own registry in AWS_REGION",
-        meaning: "comma-separated ECR registry hosts (<account>.dkr.ecr.<region>.amazonaws.com)",
+        meaning: "comma-separated registry hosts: ECR's (<account>.dkr.ecr.<region>.amazonaws.com, FIPS, China, dual-stack <account>.dkr-ecr.<region>.on.aws) and ECR Public's (public.ecr.aws)",
+    },
+    Variable {
+        name: "ECR_REFRESH_DUAL_STACK",
+        default: "false",
+        meaning: "true: write each registry's dual-stack host too (<account>.dkr-ecr.<region>.on.aws, ecr-public.aws.com), from the same token",
     },
     Variable {
         name: "ECR_REFRESH_DRY_RUN",

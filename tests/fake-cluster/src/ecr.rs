@@ -10,6 +10,25 @@
 //! Wire details copied from real ECR: `expiresAt` is epoch seconds written the way Java
 //! writes a double (`1.7385984915E9`); errors carry both `x-amzn-ErrorType` and a body
 //! `{"__type":..,"message":..}`; every answer has an `x-amzn-RequestId`.
+//!
+//! It also serves ECR Public's GetAuthorizationToken, the same awsJson1.1 protocol with its own
+//! target and output shape. Taken from the AWS SDK for Rust's generated client,
+//! aws-sdk-ecrpublic 1.122.0 (crates.io), not from memory:
+//! - src/config.rs: the service shape is `SpencerFrontendService` (so the target is
+//!   `X-Amz-Target: SpencerFrontendService.GetAuthorizationToken`; aws-smithy-json's
+//!   src/protocol/aws_json_rpc.rs writes `{ServiceName}.{OperationName}`), protocol awsJson1.1,
+//!   SigV4 signing name `ecr-public` (the credential scope reads `/<region>/ecr-public/aws4_request`),
+//!   and the endpoint override key `("ECR PUBLIC", "AWS_ENDPOINT_URL")`, i.e. the variable
+//!   `AWS_ENDPOINT_URL_ECR_PUBLIC`.
+//! - src/operation/get_authorization_token/_get_authorization_token_output.rs: `authorizationData`
+//!   is ONE `AuthorizationData` structure, not ECR's list; src/types/_authorization_data.rs: its
+//!   members are `authorizationToken` (string) and `expiresAt` (timestamp), no proxyEndpoint.
+//! - src/operation/get_authorization_token/builders.rs: "This API requires the
+//!   ecr-public:GetAuthorizationToken and sts:GetServiceBearerToken permissions."
+//! The other client-side copies agree: aws-sdk-js-v3's and the Haskell amazonka's serialisers send
+//! `SpencerFrontendService.GetAuthorizationToken`, and kubernetes/cloud-provider-aws's
+//! ecr-credential-provider reads `output.AuthorizationData.AuthorizationToken` as one object,
+//! calling ECR Public in us-east-1.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,6 +49,9 @@ pub const CALLER_ACCOUNT: &str = "123456789012";
 
 /// The `X-Amz-Target` prefix of every ECR operation.
 pub const TARGET_PREFIX: &str = "AmazonEC2ContainerRegistry_V20150921.";
+
+/// The `X-Amz-Target` prefix of every ECR Public operation (its Smithy service shape name).
+pub const PUBLIC_TARGET_PREFIX: &str = "SpencerFrontendService.";
 
 /// The awsJson1.1 content type, sent and answered.
 pub const CONTENT_TYPE: &str = "application/x-amz-json-1.1";
@@ -91,21 +113,23 @@ struct State {
     calls: Vec<(String, Vec<String>)>,
     calls_per_region: HashMap<String, usize>,
     passwords_issued: Vec<String>,
+    /// ECR Public: its password, faults and calls (the region of each) apart from ECR's.
+    public_password: Option<String>,
+    public_faults: VecDeque<(EcrFault, Option<usize>)>,
+    public_calls: Vec<String>,
 }
 
-impl State {
-    /// The fault for this call, if any, counting it down.
-    fn take_fault(&mut self) -> Option<EcrFault> {
-        let (fault, remaining) = self.faults.front_mut()?;
-        let fault = fault.clone();
-        if let Some(n) = remaining {
-            *n -= 1;
-            if *n == 0 {
-                self.faults.pop_front();
-            }
+/// The fault for this call, if any, counting it down.
+fn take_fault(faults: &mut VecDeque<(EcrFault, Option<usize>)>) -> Option<EcrFault> {
+    let (fault, remaining) = faults.front_mut()?;
+    let fault = fault.clone();
+    if let Some(n) = remaining {
+        *n -= 1;
+        if *n == 0 {
+            faults.pop_front();
         }
-        Some(fault)
     }
+    Some(fault)
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -209,6 +233,23 @@ impl FakeEcr {
     pub fn calls(&self) -> Vec<(String, Vec<String>)> {
         lock(&self.state).calls.clone()
     }
+    /// Every later ECR Public call answers this password (default `pw-public-<n>`, n counting
+    /// ECR Public's calls).
+    pub fn set_public_password(&self, password: &str) {
+        lock(&self.state).public_password = Some(password.to_owned());
+    }
+    /// Queues `fault` for the next `count` ECR Public GetAuthorizationToken calls (None: all).
+    /// `EcrFault::AccessDenied` answers as for a principal without sts:GetServiceBearerToken.
+    pub fn add_public_fault(&self, fault: EcrFault, count: Option<usize>) {
+        if count == Some(0) {
+            return;
+        }
+        lock(&self.state).public_faults.push_back((fault, count));
+    }
+    /// ECR Public GetAuthorizationToken calls seen: the region of each (from the credential scope).
+    pub fn public_calls(&self) -> Vec<String> {
+        lock(&self.state).public_calls.clone()
+    }
     /// Every password this endpoint has handed out, to check none leaks into logs.
     pub fn passwords_issued(&self) -> Vec<String> {
         lock(&self.state).passwords_issued.clone()
@@ -249,7 +290,10 @@ async fn handle(
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if method != Method::POST || target != format!("{TARGET_PREFIX}GetAuthorizationToken") {
+    let public = target == format!("{PUBLIC_TARGET_PREFIX}GetAuthorizationToken");
+    if method != Method::POST
+        || !(public || target == format!("{TARGET_PREFIX}GetAuthorizationToken"))
+    {
         return error(StatusCode::BAD_REQUEST, "UnknownOperationException", None);
     }
     let Some(authorization) = headers.get(header::AUTHORIZATION) else {
@@ -266,6 +310,9 @@ async fn handle(
             Some("Authorization header requires 'Credential' parameter."),
         );
     };
+    if public {
+        return public_token(&state, region);
+    }
     // The SDK sends `{}` when nothing is set; an empty body means the same.
     let body: &[u8] = if body.is_empty() { b"{}" } else { &body };
     let request: GetAuthorizationTokenRequest = match serde_json::from_slice(body) {
@@ -289,7 +336,7 @@ async fn handle(
         *n += 1;
         *n
     };
-    let fault = state.take_fault();
+    let fault = take_fault(&mut state.faults);
     if let Some((status, code, message)) = fault.as_ref().and_then(fault_error) {
         return error(status, code, Some(message));
     }
@@ -334,6 +381,52 @@ async fn handle(
     )
 }
 
+/// ECR Public's GetAuthorizationToken: `{"authorizationData":{"authorizationToken":..,"expiresAt":..}}`,
+/// one object, no proxyEndpoint.
+fn public_token(state: &Shared, region: String) -> Response {
+    let mut state = lock(state);
+    state.public_calls.push(region);
+    let n = state.public_calls.len();
+    let fault = take_fault(&mut state.public_faults);
+    if let Some(EcrFault::AccessDenied) = fault {
+        // ECR Public's token is an STS service bearer token: without that permission the call
+        // is refused this way (the message users report, e.g. in fluxcd/pkg#938).
+        return error(
+            StatusCode::BAD_REQUEST,
+            "AccessDeniedException",
+            Some(
+                "User: arn:aws:iam::123456789012:user/ci is not authorized to perform: \
+                 sts:GetServiceBearerToken on resource: * because no identity-based policy \
+                 allows the sts:GetServiceBearerToken action",
+            ),
+        );
+    }
+    if let Some((status, code, message)) = fault.as_ref().and_then(fault_error) {
+        return error(status, code, Some(message));
+    }
+    let password = state
+        .public_password
+        .clone()
+        .unwrap_or_else(|| format!("pw-public-{n}"));
+    state.passwords_issued.push(password.clone());
+    let token = match fault {
+        Some(EcrFault::MalformedToken) => BASE64.encode(&password),
+        _ => BASE64.encode(format!("AWS:{password}")),
+    };
+    let expires_at = state
+        .expires_at
+        .unwrap_or_else(|| SystemTime::now() + TOKEN_LIFETIME);
+    drop(state);
+    json_response(
+        StatusCode::OK,
+        format!(
+            r#"{{"authorizationData":{{"authorizationToken":{},"expiresAt":{}}}}}"#,
+            serde_json::Value::from(token.as_str()),
+            java_double_seconds(expires_at),
+        ),
+    )
+}
+
 /// `https://<account>.dkr.ecr.<region>.amazonaws.com`, with `.cn` for the China regions.
 pub fn default_proxy_endpoint(account: &str, region: &str) -> String {
     let suffix = if region.starts_with("cn-") { ".cn" } else { "" };
@@ -341,11 +434,12 @@ pub fn default_proxy_endpoint(account: &str, region: &str) -> String {
 }
 
 /// The region in a SigV4 `Authorization` header's credential scope
-/// (`AWS4-HMAC-SHA256 Credential=AKID/20240101/us-east-1/ecr/aws4_request, ...`).
+/// (`AWS4-HMAC-SHA256 Credential=AKID/20240101/us-east-1/ecr/aws4_request, ...`; ECR Public
+/// signs as `ecr-public`).
 pub fn region_of(authorization: &str) -> Option<String> {
     static SCOPE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     let scope = SCOPE.get_or_init(|| {
-        Regex::new(r"Credential=[^/,\s]+/\d{8}/([a-z0-9-]+)/ecr/aws4_request")
+        Regex::new(r"Credential=[^/,\s]+/\d{8}/([a-z0-9-]+)/ecr(?:-public)?/aws4_request")
             .expect("a valid regex literal")
     });
     Some(scope.captures(authorization)?[1].to_owned())

@@ -6,6 +6,8 @@
 
 pub mod ecr;
 pub mod kube;
+pub mod token_registry;
 
 pub use ecr::{EcrFault, FakeEcr};
 pub use kube::{FakeCluster, FakeClusterBuilder, Fault, Recorded, Resource};
+pub use token_registry::FakeTokenRegistry;
