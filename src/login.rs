@@ -296,7 +296,53 @@ impl Challenge {
 
 #[cfg(test)]
 mod tests {
+    use std::str::FromStr;
+
+    use aws_sdk_ecr::primitives::DateTime;
+
     use super::*;
+    use crate::ecr::TokenApi;
+    use crate::registry::RegistryHost;
+
+    fn token(api: TokenApi, hosts: &[&str], proxy_endpoints: &[&str]) -> RegionToken {
+        RegionToken {
+            region: "us-east-1".into(),
+            api,
+            registries: hosts
+                .iter()
+                .map(|h| RegistryHost::from_str(h).unwrap())
+                .collect(),
+            password: SecretString::from("p"),
+            expires_at: DateTime::from_secs(0),
+            proxy_endpoints: proxy_endpoints.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn ecr_public_is_checked_at_public_ecr_aws_and_private_registries_at_their_proxy_endpoint() {
+        let public = token(
+            TokenApi::EcrPublic,
+            &["public.ecr.aws", "ecr-public.aws.com"],
+            &[],
+        );
+        assert_eq!(endpoints(&public), ["https://public.ecr.aws"]);
+        let twin_only = token(TokenApi::EcrPublic, &["ecr-public.aws.com"], &[]);
+        assert_eq!(endpoints(&twin_only), ["https://ecr-public.aws.com"]);
+        let private = token(
+            TokenApi::Ecr {
+                region: "us-east-1".into(),
+            },
+            &[
+                "123456789012.dkr.ecr.us-east-1.amazonaws.com",
+                "123456789012.dkr-ecr.us-east-1.on.aws",
+            ],
+            &["https://123456789012.dkr.ecr.us-east-1.amazonaws.com"],
+        );
+        assert_eq!(
+            endpoints(&private),
+            ["https://123456789012.dkr.ecr.us-east-1.amazonaws.com"]
+        );
+    }
 
     #[test]
     fn challenges_of_ecr_ecr_public_and_others_parse() {

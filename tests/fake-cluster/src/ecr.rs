@@ -115,6 +115,7 @@ struct State {
     passwords_issued: Vec<String>,
     /// ECR Public: its password, faults and calls (the region of each) apart from ECR's.
     public_password: Option<String>,
+    public_expires_at: Option<SystemTime>,
     public_faults: VecDeque<(EcrFault, Option<usize>)>,
     public_calls: Vec<String>,
 }
@@ -237,6 +238,10 @@ impl FakeEcr {
     /// ECR Public's calls).
     pub fn set_public_password(&self, password: &str) {
         lock(&self.state).public_password = Some(password.to_owned());
+    }
+    /// Every later ECR Public call answers this expiry (default: as `set_expires_at`).
+    pub fn set_public_expires_at(&self, at: SystemTime) {
+        lock(&self.state).public_expires_at = Some(at);
     }
     /// Queues `fault` for the next `count` ECR Public GetAuthorizationToken calls (None: all).
     /// `EcrFault::AccessDenied` answers as for a principal without sts:GetServiceBearerToken.
@@ -414,7 +419,8 @@ fn public_token(state: &Shared, region: String) -> Response {
         _ => BASE64.encode(format!("AWS:{password}")),
     };
     let expires_at = state
-        .expires_at
+        .public_expires_at
+        .or(state.expires_at)
         .unwrap_or_else(|| SystemTime::now() + TOKEN_LIFETIME);
     drop(state);
     json_response(
