@@ -25,6 +25,7 @@
 //!   members are `authorizationToken` (string) and `expiresAt` (timestamp), no proxyEndpoint.
 //! - src/operation/get_authorization_token/builders.rs: "This API requires the
 //!   ecr-public:GetAuthorizationToken and sts:GetServiceBearerToken permissions."
+//!
 //! The other client-side copies agree: aws-sdk-js-v3's and the Haskell amazonka's serialisers send
 //! `SpencerFrontendService.GetAuthorizationToken`, and kubernetes/cloud-provider-aws's
 //! ecr-credential-provider reads `output.AuthorizationData.AuthorizationToken` as one object,

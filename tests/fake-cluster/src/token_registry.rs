@@ -13,6 +13,7 @@
 //! - basic auth sent straight to `/v2/`: refused, `{"errors":[{"code":"DENIED","message":"Your
 //!   Authorization Token is invalid."}]}` (the status of that refusal is not recorded in what we
 //!   found; 403 here).
+//!
 //! Here the realm is this stand-in's own `/token/` (plain HTTP on loopback).
 
 use std::sync::{Arc, Mutex, MutexGuard};
