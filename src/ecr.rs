@@ -329,6 +329,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dual_stack_adds_each_hosts_twin_after_it_once() {
+        use std::str::FromStr;
+        let hosts = |names: &[&str]| -> Vec<RegistryHost> {
+            names
+                .iter()
+                .map(|h| RegistryHost::from_str(h).unwrap())
+                .collect()
+        };
+        let ipv4 = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+        let twin = "123456789012.dkr-ecr.us-east-1.on.aws";
+        let configured = hosts(&[ipv4, twin, "public.ecr.aws"]);
+        assert_eq!(
+            with_twins(configured.clone(), true),
+            hosts(&[ipv4, twin, "public.ecr.aws", "ecr-public.aws.com"])
+        );
+        assert_eq!(with_twins(configured.clone(), false), configured);
+    }
+
+    #[test]
     fn tokens_decode_to_the_password_after_aws() {
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         assert_eq!(

@@ -36,7 +36,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "ECR_REFRESH_REGISTRIES",
         default: "the caller's own registry in AWS_REGION",
-        meaning: "comma-separated registry hosts: ECR's (<account>.dkr.ecr.<region>.amazonaws.com, FIPS, China, dual-stack <account>.dkr-ecr.<region>.on.aws) and ECR Public's (public.ecr.aws)",
+        meaning: "comma-separated registry hosts: <account>.dkr.ecr.<region>.amazonaws.com, its FIPS, China and dual-stack forms, public.ecr.aws",
     },
     Variable {
         name: "ECR_REFRESH_DUAL_STACK",
