@@ -8,4 +8,4 @@ pub mod ecr;
 pub mod kube;
 
 pub use ecr::{EcrFault, FakeEcr};
-pub use kube::{FakeCluster, FakeClusterBuilder, Fault, Recorded, Resource};
+pub use kube::{FakeCluster, FakeClusterBuilder, Fault, Recorded, Resource, yaml_documents};
