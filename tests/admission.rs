@@ -11,100 +11,14 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::Command;
 
+use common::manifests::{copy as copy_of_manifests, cronjob_env, documents, render, render_from};
 use common::*;
 use fake_cluster::{FakeCluster, Resource};
 use serde_json::{Value, json};
 
 const DENIED: &str =
     "ValidatingAdmissionPolicy 'ecr-refresh' with binding 'ecr-refresh' denied request: ";
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `kubectl kustomize DIR`.
-fn kustomize(dir: &Path) -> String {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("running kubectl kustomize (kubectl must be on PATH): {e}"));
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("kustomize writes UTF-8")
-}
-
-/// A variant as shipped, or with the service-accounts component, rendered. `root` is the
-/// manifests directory (the repository's, or a modified copy).
-fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> String {
-    let dir = root.join(variant);
-    if !with_service_accounts {
-        return kustomize(&dir);
-    }
-    // An overlay next to the manifests directory (kustomize takes relative paths only,
-    // and no overlay inside what it includes).
-    let overlay = root
-        .parent()
-        .expect("manifests sit in a directory")
-        .join(format!("overlay-{}", variant.replace('/', "-")));
-    std::fs::create_dir_all(&overlay).expect("an overlay directory");
-    let manifests = root
-        .file_name()
-        .and_then(|n| n.to_str())
-        .expect("a directory name");
-    write(
-        &overlay.join("kustomization.yaml"),
-        &format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-             resources: [\"../{manifests}/{variant}\"]\n\
-             components: [\"../{manifests}/components/service-accounts\"]\n"
-        ),
-    );
-    let rendered = kustomize(&overlay);
-    std::fs::remove_dir_all(&overlay).expect("removing the overlay");
-    rendered
-}
-
-fn render(variant: &str, with_service_accounts: bool) -> String {
-    // The overlay is written next to a copy, never into the repository.
-    let copy = copy_of_manifests();
-    render_from(
-        &copy.path().join("manifests"),
-        variant,
-        with_service_accounts,
-    )
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("a directory");
-    for entry in std::fs::read_dir(from).expect("a readable directory") {
-        let path = entry.expect("a directory entry").path();
-        let target = to.join(path.file_name().expect("a file name"));
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).expect("copying a manifest");
-        }
-    }
-}
-
-/// A temporary directory holding a copy of manifests/ as `manifests`.
-fn copy_of_manifests() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    copy_dir(&repo().join("manifests"), &dir.path().join("manifests"));
-    dir
-}
-
-fn documents(yaml: &str) -> Vec<Value> {
-    fake_cluster::yaml_documents(yaml).unwrap_or_else(|e| panic!("{e}"))
-}
 
 /// The rendered YAML without the ValidatingAdmissionPolicyBinding.
 fn without_binding(yaml: &str) -> String {
@@ -148,34 +62,6 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: too-wide
 subjects:
 - {kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}
 ";
-
-/// The variables a run takes from the rendered CronJob (the ones a test may not override
-/// for the harness: log format, registries, termination log).
-fn cronjob_env(rendered: &str) -> Vec<(String, String)> {
-    let cronjob = documents(rendered)
-        .into_iter()
-        .find(|d| d["kind"] == "CronJob")
-        .expect("a CronJob");
-    cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
-        .as_array()
-        .expect("env")
-        .iter()
-        .filter_map(|e| {
-            Some((
-                e["name"].as_str()?.to_owned(),
-                e["value"].as_str()?.to_owned(),
-            ))
-        })
-        .filter(|(name, _)| {
-            [
-                "ECR_REFRESH_SECRET_NAME",
-                "ECR_REFRESH_NAMESPACES",
-                "ECR_REFRESH_SERVICE_ACCOUNTS",
-            ]
-            .contains(&name.as_str())
-        })
-        .collect()
-}
 
 /// One HTTP request to the fake, as any client would send it: (status, body).
 fn send(

@@ -5,6 +5,8 @@
 //! and a token handed out by the fake ECR anywhere in the binary's output.
 #![allow(dead_code)]
 
+pub mod manifests;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
