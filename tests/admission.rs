@@ -152,6 +152,18 @@ fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
             }),
         },
         Attack {
+            what: "a service-account-token Secret created by server-side apply",
+            refused_with: "may only create Secrets of type kubernetes.io/dockerconfigjson",
+            method: "PATCH",
+            path: format!("{creates}/{SECRET}?fieldManager=ecr-refresh&force=true"),
+            content_type: "application/apply-patch+yaml",
+            body: json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": { "name": SECRET, "annotations": { "kubernetes.io/service-account.name": "default" } },
+                "type": "kubernetes.io/service-account-token"
+            }),
+        },
+        Attack {
             what: "an Opaque Secret under our name",
             refused_with: "may only create Secrets of type kubernetes.io/dockerconfigjson",
             method: "POST",

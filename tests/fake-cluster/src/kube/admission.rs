@@ -162,15 +162,6 @@ pub(crate) struct Admission {
     policies: Vec<Policy>,
 }
 
-impl std::fmt::Debug for Admission {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.policies.iter().map(|p| p.name.as_str()).collect();
-        f.debug_struct("Admission")
-            .field("policies", &names)
-            .finish()
-    }
-}
-
 // The YAML shapes read (admissionregistration.k8s.io/v1), unknown fields refused so that a
 // feature the fake doesn't implement can't be silently ignored.
 
