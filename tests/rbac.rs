@@ -1,86 +1,87 @@
 //! The RBAC in manifests/ grants everything a run needs and nothing it doesn't use: a full
 //! refresh passes with the fake API server enforcing it, and fails when any verb is taken out.
-//! The fake grants only roles bound to ecr-refresh's ServiceAccount, so every test loads the
-//! bindings with the roles.
+//! ServiceAccount rights come only from the service-accounts component. The fake grants only
+//! roles bound to ecr-refresh's ServiceAccount, so every test loads the bindings with the
+//! roles, as `kubectl kustomize` renders them. (The admission policy: tests/admission.rs.)
 
 mod common;
 
-use std::path::Path;
-
+use common::manifests::{as_env, cronjob_env, documents, render, yaml};
 use common::*;
 use fake_cluster::{FakeCluster, Resource};
-use serde_json::json;
+use serde_json::{Value, json};
 
-fn manifest(path: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
+/// The rendered documents of these kinds.
+fn of_kinds(rendered: &str, kinds: &[&str]) -> Vec<Value> {
+    documents(rendered)
+        .into_iter()
+        .filter(|d| kinds.iter().any(|k| d["kind"] == *k))
+        .collect()
 }
 
-/// Every verb the role grants, as (resource, verb).
-fn grants(yaml: &str) -> Vec<(String, String)> {
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every verb a role grants, as (resource, verb).
+fn grants(role: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let mut resource = None;
-    for line in yaml.lines().map(str::trim) {
-        if let Some(list) = line.strip_prefix("resources:") {
-            resource = Some(list.trim_matches(|c| " []\"".contains(c)).to_owned());
-        } else if let (Some(list), Some(r)) = (line.strip_prefix("verbs:"), &resource) {
-            for verb in list.trim_matches(|c| " []".contains(c)).split(',') {
-                out.push((r.clone(), verb.trim().trim_matches('"').to_owned()));
+    for rule in role["rules"].as_array().expect("rules") {
+        for resource in strings(&rule["resources"]) {
+            for verb in strings(&rule["verbs"]) {
+                out.push((resource.clone(), verb));
             }
         }
     }
     out
 }
 
-/// The role with one verb taken out of one resource's rule.
-fn without(yaml: &str, resource: &str, verb: &str) -> String {
-    let mut in_rule = false;
-    let mut out = Vec::new();
-    for line in yaml.lines() {
-        if line.trim().starts_with("resources:") {
-            in_rule = line.contains(&format!("\"{resource}\""));
-        }
-        if in_rule && line.trim().starts_with("verbs:") {
-            let kept: Vec<String> = line
-                .trim()
-                .trim_start_matches("verbs:")
-                .trim_matches(|c| " []".contains(c))
-                .split(',')
-                .map(|v| v.trim().to_owned())
-                .filter(|v| v.trim_matches('"') != verb)
+/// The role with one verb taken out of every rule on one resource.
+fn without(role: &Value, resource: &str, verb: &str) -> Value {
+    let mut role = role.clone();
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if strings(&rule["resources"]).iter().any(|r| r == resource) {
+            let kept: Vec<String> = strings(&rule["verbs"])
+                .into_iter()
+                .filter(|v| v != verb)
                 .collect();
-            let indent = &line[..line.len() - line.trim_start().len()];
-            out.push(format!("{indent}verbs: [{}]", kept.join(", ")));
-            in_rule = false;
-        } else {
-            out.push(line.to_owned());
+            rule["verbs"] = json!(kept);
         }
     }
-    out.join("\n")
+    role
+}
+
+fn rbac_cluster(docs: &[Value]) -> Harness {
+    Harness::with(FakeCluster::builder().rbac_from_yaml(&yaml(docs)).start())
 }
 
 /// A cluster where a full run uses every verb: a namespace to create in, one whose Secret
 /// exists (patch), and a ServiceAccount to attach to. `role` is bound as in manifests/.
-fn scenario(role: &str) -> Harness {
-    let rbac = format!(
-        "{role}\n---\n{}",
-        manifest("manifests/clusterrolebinding.yaml")
-    );
-    let h = Harness::with(FakeCluster::builder().rbac_from_yaml(&rbac).start());
-    h.namespaces(&["team-a", "team-b"]);
-    h.seed_secret(
-        "team-b",
-        "kubectl-create",
-        json!({ "type": "kubernetes.io/dockerconfigjson", "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) } }),
-    );
+fn scenario(role: &Value, binding: &Value) -> Harness {
+    let h = rbac_cluster(&[role.clone(), binding.clone()]);
+    seed(&h, &["team-b", "team-a"]);
     h
 }
 
-const FULL: &[(&str, &str)] = &[("ECR_REFRESH_SERVICE_ACCOUNTS", "default")];
+/// The cluster-wide variant with the service-accounts component: its ClusterRole and
+/// ClusterRoleBinding, and the CronJob's variables.
+fn cluster_wide_with_accounts() -> (Value, Value, Vec<(String, String)>) {
+    let rendered = render("", true);
+    let role = of_kinds(&rendered, &["ClusterRole"]).remove(0);
+    let binding = of_kinds(&rendered, &["ClusterRoleBinding"]).remove(0);
+    (role, binding, cronjob_env(&rendered))
+}
 
 #[test]
 fn the_cluster_role_reads_and_patches_no_secret_but_ours() {
-    let h = scenario(&manifest("manifests/clusterrole.yaml"));
+    let rendered = render("", false);
+    let h = rbac_cluster(&of_kinds(&rendered, &["ClusterRole", "ClusterRoleBinding"]));
+    seed(&h, &["team-b", "team-a"]);
 
     let run = h.run(&[("ECR_REFRESH_SECRET_NAME", "other-pull-secret")]);
 
@@ -109,17 +110,18 @@ fn the_cluster_role_reads_and_patches_no_secret_but_ours() {
 
 #[test]
 fn every_verb_the_cluster_role_grants_is_one_a_run_needs() {
-    let role = manifest("manifests/clusterrole.yaml");
+    let (role, binding, env) = cluster_wide_with_accounts();
     let granted = grants(&role);
     assert_eq!(
         granted.len(),
         6,
-        "namespaces list; secrets get, create, patch; serviceaccounts get, patch: {granted:?}"
+        "secrets get, patch, create; namespaces list; with the component, serviceaccounts \
+         get, patch: {granted:?}"
     );
     for (resource, verb) in granted {
-        let h = scenario(&without(&role, &resource, &verb));
+        let h = scenario(&without(&role, &resource, &verb), &binding);
 
-        let run = h.run(FULL);
+        let run = h.run(&as_env(&env));
 
         assert_ne!(
             run.code, 0,
@@ -139,29 +141,62 @@ fn every_verb_the_cluster_role_grants_is_one_a_run_needs() {
     }
 }
 
-/// The value the namespaced overlay's CronJob patch gives a variable.
-fn namespaced_value(variable: &str) -> String {
-    let text = manifest("manifests/namespaced/kustomization.yaml");
-    let mut lines = text.lines().map(str::trim);
-    lines
-        .by_ref()
-        .find(|line| line.strip_prefix("- name:").map(str::trim) == Some(variable))
-        .unwrap_or_else(|| panic!("the namespaced overlay sets no {variable}"));
-    let value = lines
-        .next()
-        .and_then(|line| line.strip_prefix("value:"))
-        .unwrap_or_else(|| panic!("{variable} in the namespaced overlay has no value line"));
-    value.trim().trim_matches(['"', '\'']).to_owned()
+#[test]
+fn without_the_component_no_service_account_is_granted_and_with_it_only_default() {
+    for variant in ["", "namespaced"] {
+        let plain = render(variant, false);
+        let roles = of_kinds(&plain, &["ClusterRole", "Role"]);
+        assert!(!roles.is_empty());
+        for role in &roles {
+            assert!(
+                grants(role).iter().all(|(r, _)| r != "serviceaccounts"),
+                "{variant:?}: {role}"
+            );
+        }
+        assert!(
+            cronjob_env(&plain)
+                .iter()
+                .any(|(k, v)| k == "ECR_REFRESH_SERVICE_ACCOUNTS" && v.is_empty())
+        );
+
+        let with = render(variant, true);
+        for role in of_kinds(&with, &["ClusterRole", "Role"]) {
+            let rules: Vec<&Value> = role["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| strings(&r["resources"]).contains(&"serviceaccounts".to_owned()))
+                .collect();
+            assert_eq!(rules.len(), 1, "{variant:?}: {role}");
+            assert_eq!(strings(&rules[0]["resourceNames"]), ["default"]);
+            assert_eq!(strings(&rules[0]["verbs"]), ["get", "patch"]);
+        }
+        assert!(
+            cronjob_env(&with)
+                .iter()
+                .any(|(k, v)| k == "ECR_REFRESH_SERVICE_ACCOUNTS" && v == "default")
+        );
+    }
 }
 
-/// A fake cluster that grants only what these manifest files grant.
-fn harness_with_rbac_from(files: &[&str]) -> Harness {
-    let yaml: Vec<String> = files.iter().map(|f| manifest(f)).collect();
-    Harness::with(
-        FakeCluster::builder()
-            .rbac_from_yaml(&yaml.join("\n---\n"))
-            .start(),
-    )
+#[test]
+fn a_service_account_the_component_does_not_name_is_refused() {
+    let (role, binding, _) = cluster_wide_with_accounts();
+    let h = scenario(&role, &binding);
+    h.cluster.seed(
+        Resource::ServiceAccounts,
+        json!({ "metadata": { "name": "builder", "namespace": "team-a" } }),
+        "kubectl-create",
+    );
+
+    let run = h.run(&[("ECR_REFRESH_SERVICE_ACCOUNTS", "builder")]);
+
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert_eq!(
+        h.statuses("GET", "/serviceaccounts/builder"),
+        [403, 403],
+        "one refused read in each namespace"
+    );
 }
 
 /// Namespaces with a `default` ServiceAccount; the first holds a Secret made by the
@@ -189,14 +224,6 @@ fn seed(h: &Harness, namespaces: &[&str]) {
     );
 }
 
-/// The namespaced variant's Roles and their RoleBindings.
-const NAMESPACED: &[&str] = &[
-    "manifests/namespaced/role-team-a.yaml",
-    "manifests/namespaced/rolebinding-team-a.yaml",
-    "manifests/namespaced/role-team-b.yaml",
-    "manifests/namespaced/rolebinding-team-b.yaml",
-];
-
 fn refused(h: &Harness) -> Vec<String> {
     h.cluster
         .requests()
@@ -206,12 +233,12 @@ fn refused(h: &Harness) -> Vec<String> {
         .collect()
 }
 
+const RBAC_KINDS: &[&str] = &["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
+
 #[test]
 fn a_run_needs_no_right_the_cluster_wide_clusterrole_does_not_grant() {
-    let h = harness_with_rbac_from(&[
-        "manifests/clusterrole.yaml",
-        "manifests/clusterrolebinding.yaml",
-    ]);
+    let rendered = render("", true);
+    let h = rbac_cluster(&of_kinds(&rendered, RBAC_KINDS));
     seed(&h, &["adopted", "fresh", "gone-mid-run"]);
     h.seed_secret(
         "gone-mid-run",
@@ -220,9 +247,12 @@ fn a_run_needs_no_right_the_cluster_wide_clusterrole_does_not_grant() {
     );
     h.cluster
         .delete_after_next_get(Resource::Secrets, "gone-mid-run", SECRET);
-    let env = [("ECR_REFRESH_SERVICE_ACCOUNTS", "default")];
+    let env = cronjob_env(&rendered);
+    let env = as_env(&env);
+    let mut dry_env = env.clone();
+    dry_env.push(("ECR_REFRESH_DRY_RUN", "true"));
 
-    let dry = h.run(&[env[0], ("ECR_REFRESH_DRY_RUN", "true")]);
+    let dry = h.run(&dry_env);
     let run = h.run(&env);
 
     dry.expect_code(0);
@@ -241,16 +271,16 @@ fn a_run_needs_no_right_the_cluster_wide_clusterrole_does_not_grant() {
 
 #[test]
 fn a_run_over_the_namespaced_variants_namespaces_needs_only_their_roles() {
-    let h = harness_with_rbac_from(NAMESPACED);
+    let rendered = render("namespaced", true);
+    let h = rbac_cluster(&of_kinds(&rendered, RBAC_KINDS));
     seed(&h, &["team-a", "team-b", "team-c"]);
-    let namespaces = namespaced_value("ECR_REFRESH_NAMESPACES");
-    assert_eq!(namespaces, "team-a,team-b");
-    let env = [
-        ("ECR_REFRESH_NAMESPACES", namespaces.as_str()),
-        ("ECR_REFRESH_SERVICE_ACCOUNTS", "default"),
-    ];
+    let env = cronjob_env(&rendered);
+    assert!(env.contains(&("ECR_REFRESH_NAMESPACES".into(), "team-a,team-b".into())));
+    let env = as_env(&env);
+    let mut dry_env = env.clone();
+    dry_env.push(("ECR_REFRESH_DRY_RUN", "true"));
 
-    let dry = h.run(&[env[0], env[1], ("ECR_REFRESH_DRY_RUN", "true")]);
+    let dry = h.run(&dry_env);
     let run = h.run(&env);
 
     dry.expect_code(0);
@@ -267,7 +297,8 @@ fn a_run_over_the_namespaced_variants_namespaces_needs_only_their_roles() {
 
 #[test]
 fn with_only_the_namespaced_roles_a_glob_is_refused_before_anything_is_written() {
-    let h = harness_with_rbac_from(NAMESPACED);
+    let rendered = render("namespaced", false);
+    let h = rbac_cluster(&of_kinds(&rendered, RBAC_KINDS));
     seed(&h, &["team-a", "team-b"]);
 
     let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-*")]);
@@ -278,22 +309,22 @@ fn with_only_the_namespaced_roles_a_glob_is_refused_before_anything_is_written()
 
 #[test]
 fn a_run_fails_when_the_binding_is_missing_or_names_another_subject() {
-    let role = manifest("manifests/clusterrole.yaml");
-    let binding = manifest("manifests/clusterrolebinding.yaml");
-    assert!(binding.contains("namespace: ecr-refresh"), "{binding}");
-    let elsewhere = binding.replace("namespace: ecr-refresh", "namespace: default");
+    let (role, binding, env) = cluster_wide_with_accounts();
+    assert_eq!(binding["subjects"][0]["namespace"], "ecr-refresh");
+    let mut elsewhere = binding.clone();
+    elsewhere["subjects"][0]["namespace"] = json!("default");
     for (case, rbac) in [
-        ("the ClusterRole without its binding", role.clone()),
+        ("the ClusterRole without its binding", vec![role.clone()]),
         (
             "a binding to the ServiceAccount of namespace default",
-            format!("{role}\n---\n{elsewhere}"),
+            vec![role.clone(), elsewhere],
         ),
     ] {
-        let h = Harness::with(FakeCluster::builder().rbac_from_yaml(&rbac).start());
+        let h = rbac_cluster(&rbac);
         seed(&h, &["adopted", "fresh"]);
         let before = h.secret("adopted");
 
-        let run = h.run(&[("ECR_REFRESH_SERVICE_ACCOUNTS", "default")]);
+        let run = h.run(&as_env(&env));
 
         assert_eq!(run.code, 3, "{case}:\n{}{}", run.stdout, run.stderr);
         assert_eq!(
@@ -306,10 +337,7 @@ fn a_run_fails_when_the_binding_is_missing_or_names_another_subject() {
     }
 
     // The namespaced Roles without their RoleBindings grant nothing either.
-    let h = harness_with_rbac_from(&[
-        "manifests/namespaced/role-team-a.yaml",
-        "manifests/namespaced/role-team-b.yaml",
-    ]);
+    let h = rbac_cluster(&of_kinds(&render("namespaced", true), &["Role"]));
     seed(&h, &["team-a", "team-b"]);
 
     let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-a,team-b")]);

@@ -9,5 +9,5 @@ pub mod kube;
 pub mod token_registry;
 
 pub use ecr::{EcrFault, FakeEcr};
-pub use kube::{FakeCluster, FakeClusterBuilder, Fault, Recorded, Resource};
+pub use kube::{FakeCluster, FakeClusterBuilder, Fault, Recorded, Resource, yaml_documents};
 pub use token_registry::FakeTokenRegistry;

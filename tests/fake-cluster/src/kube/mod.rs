@@ -6,6 +6,7 @@
 //! behind one mutex that every request holds only while it reads or writes the store
 //! (added latency is slept outside it).
 
+mod admission;
 mod fields;
 mod gojson;
 mod http;
@@ -26,8 +27,23 @@ use regex::Regex;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use admission::Admission;
 use rbac::Rbac;
 use store::{Hook, Store};
+
+/// The documents of a multi-document YAML (kubectl kustomize's output) as JSON values,
+/// empty documents left out: for tests that read manifests as the fake does.
+pub fn yaml_documents(yaml: &str) -> Result<Vec<Value>, String> {
+    use serde::Deserialize;
+    let mut docs = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(yaml) {
+        let value = Value::deserialize(doc).map_err(|e| format!("YAML: {e}"))?;
+        if !value.is_null() {
+            docs.push(value);
+        }
+    }
+    Ok(docs)
+}
 
 /// The resources the fake serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -224,6 +240,7 @@ pub struct FakeClusterBuilder {
     latency: Duration,
     max_page: usize,
     rbac: Option<Rbac>,
+    admission: Option<Admission>,
     log_requests: bool,
     port: u16,
 }
@@ -256,6 +273,25 @@ impl FakeClusterBuilder {
             ..self
         }
     }
+    /// Enforce the ValidatingAdmissionPolicies and their bindings in this YAML
+    /// (multi-document; other kinds are ignored) on every write of the user ecr-refresh
+    /// runs as, with a CEL interpreter, as the apiserver does (see admission.rs and
+    /// ADMISSION.md): a denied write is refused with the apiserver's Status, dry runs
+    /// included. Seeding and the test hooks are not admitted, as they are not authorized.
+    ///
+    /// Panics when the YAML does not parse, holds no policy, or uses what the fake does not
+    /// evaluate (a broken test fixture).
+    pub fn admission_from_yaml(self, yaml: &str) -> Self {
+        let admission = Admission::from_yaml(yaml).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            admission.policy_count() > 0,
+            "admission_from_yaml: no ValidatingAdmissionPolicy in the YAML"
+        );
+        FakeClusterBuilder {
+            admission: Some(admission),
+            ..self
+        }
+    }
     /// Do not record requests (for benchmarks).
     pub fn without_request_log(self) -> Self {
         FakeClusterBuilder {
@@ -279,8 +315,10 @@ impl FakeClusterBuilder {
             .local_addr()
             .expect("fake cluster: a bound socket has an address")
             .port();
+        let mut inner = Inner::default();
+        inner.store.admission = self.admission.map(Arc::new);
         let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(inner),
             latency: self.latency,
             max_page: self.max_page,
             rbac: self.rbac,
@@ -351,6 +389,7 @@ impl FakeCluster {
             latency: Duration::ZERO,
             max_page: 500,
             rbac: None,
+            admission: None,
             log_requests: true,
             port: 0,
         }

@@ -13,7 +13,7 @@ pub(crate) const USER: &str = "system:serviceaccount:ecr-refresh:ecr-refresh";
 /// The ServiceAccount behind [`USER`]: (namespace, name).
 const SERVICE_ACCOUNT: (&str, &str) = ("ecr-refresh", "ecr-refresh");
 /// The groups a ServiceAccount token authenticates with.
-const GROUPS: [&str; 3] = [
+pub(crate) const GROUPS: [&str; 3] = [
     "system:serviceaccounts",
     "system:serviceaccounts:ecr-refresh",
     "system:authenticated",

@@ -1,0 +1,776 @@
+//! The admission policy in manifests/ (manifests/policy/) narrows what RBAC can't: against
+//! the fake API server enforcing the RBAC and the ValidatingAdmissionPolicy rendered by
+//! `kubectl kustomize`, every request a stolen ServiceAccount token could make beyond a
+//! run's own is refused by the policy, while full runs (create, update, adoption of a
+//! kubectl-made Secret, ServiceAccounts, dry run) pass under both variants. With the binding
+//! removed, the same requests go through: the policy is what stops them.
+//!
+//! Needs `kubectl` (for its kustomize) on PATH, as .ci/validate-manifests does.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use common::manifests::{copy as copy_of_manifests, cronjob_env, documents, render, render_from};
+use common::*;
+use fake_cluster::{FakeCluster, Resource};
+use serde_json::{Value, json};
+
+const DENIED: &str =
+    "ValidatingAdmissionPolicy 'ecr-refresh' with binding 'ecr-refresh' denied request: ";
+
+/// The rendered YAML without the ValidatingAdmissionPolicyBinding.
+fn without_binding(yaml: &str) -> String {
+    let kept: Vec<String> = documents(yaml)
+        .into_iter()
+        .filter(|d| d["kind"] != "ValidatingAdmissionPolicyBinding")
+        .map(|d| serde_json::to_string(&d).expect("JSON is YAML"))
+        .collect();
+    assert!(kept.len() < documents(yaml).len(), "there was a binding");
+    kept.join("\n---\n")
+}
+
+/// The fake enforcing the rendered RBAC and policy, and `extra` RBAC.
+fn cluster(rendered: &str, extra: &str) -> FakeCluster {
+    let rbac = if extra.is_empty() {
+        rendered.to_owned()
+    } else {
+        format!("{rendered}\n---\n{extra}")
+    };
+    FakeCluster::builder()
+        .rbac_from_yaml(&rbac)
+        .admission_from_yaml(rendered)
+        .start()
+}
+
+/// What an older or hand-made install may still grant: everything on Secrets and
+/// ServiceAccounts. The policy must hold without RBAC's help.
+const WIDE_RBAC: &str = "
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: too-wide}
+rules:
+- apiGroups: ['']
+  resources: [secrets, serviceaccounts]
+  verbs: ['*']
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: too-wide}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: too-wide}
+subjects:
+- {kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}
+";
+
+/// One HTTP request to the fake, as any client would send it: (status, body).
+fn send(
+    cluster: &FakeCluster,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &Value,
+) -> (u16, Value) {
+    let address = cluster.url().trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&address).expect("connecting to the fake");
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nUser-Agent: attacker/1.0\r\n\
+         Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("sending a request");
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .expect("reading the answer");
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {answer}"));
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// A request a stolen token could make: what it is, and how to send it.
+struct Attack {
+    what: &'static str,
+    /// The part of the policy's message that names the rule it breaks.
+    refused_with: &'static str,
+    method: &'static str,
+    path: String,
+    content_type: &'static str,
+    body: Value,
+}
+
+fn pull_secret_body(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": name, "labels": { "app.kubernetes.io/managed-by": "ecr-refresh" } },
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) }
+    })
+}
+
+/// Every attack the issue names, and a few more. Namespace `victim` holds no Secret of ours
+/// (creates), `ours` holds our Secret with someone else's annotation, label and data key,
+/// and both a `default` ServiceAccount with others' imagePullSecrets.
+fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
+    let creates = format!("/api/v1/namespaces/{victim}/secrets");
+    let secret = format!("/api/v1/namespaces/{ours}/secrets/{SECRET}");
+    let account = format!("/api/v1/namespaces/{ours}/serviceaccounts/default");
+    let mut extra_annotation = pull_secret_body(SECRET);
+    extra_annotation["metadata"]["annotations"] = json!({ "example.com/note": "x" });
+    let mut argo_label = pull_secret_body(SECRET);
+    argo_label["metadata"]["labels"]["argocd.argoproj.io/secret-type"] = json!("cluster");
+    let mut opaque = pull_secret_body(SECRET);
+    opaque["type"] = json!("Opaque");
+    let mut extra_key = pull_secret_body(SECRET);
+    extra_key["data"]["config"] = json!(b64("x"));
+    let mut owned = pull_secret_body(SECRET);
+    owned["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    vec![
+        Attack {
+            what: "a service-account-token Secret named like ours",
+            refused_with: "may only create Secrets of type kubernetes.io/dockerconfigjson",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": { "name": SECRET, "annotations": { "kubernetes.io/service-account.name": "default" } },
+                "type": "kubernetes.io/service-account-token"
+            }),
+        },
+        Attack {
+            what: "a service-account-token Secret created by server-side apply",
+            refused_with: "may only create Secrets of type kubernetes.io/dockerconfigjson",
+            method: "PATCH",
+            path: format!("{creates}/{SECRET}?fieldManager=ecr-refresh&force=true"),
+            content_type: "application/apply-patch+yaml",
+            body: json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": { "name": SECRET, "annotations": { "kubernetes.io/service-account.name": "default" } },
+                "type": "kubernetes.io/service-account-token"
+            }),
+        },
+        Attack {
+            what: "an Opaque Secret under our name",
+            refused_with: "may only create Secrets of type kubernetes.io/dockerconfigjson",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: opaque,
+        },
+        Attack {
+            what: "a Secret under another name",
+            refused_with: "may only write the Secret named aws-ecr-token",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: pull_secret_body("argocd-repo-creds"),
+        },
+        Attack {
+            what: "an extra annotation on create",
+            refused_with: "may only annotate its Secret with ecr-refresh/ annotations",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: extra_annotation,
+        },
+        Attack {
+            what: "another label on create",
+            refused_with: "may only label its Secret app.kubernetes.io/managed-by: ecr-refresh",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: argo_label,
+        },
+        Attack {
+            what: "another data key on create",
+            refused_with: "whose only data key is .dockerconfigjson",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: extra_key,
+        },
+        Attack {
+            what: "a finalizer on create",
+            refused_with: "may not create a Secret with ownerReferences, finalizers or immutable",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: owned,
+        },
+        Attack {
+            what: "someone else's annotation changed on update",
+            refused_with: "may only add or change ecr-refresh/ annotations",
+            method: "PATCH",
+            path: secret.clone(),
+            content_type: "application/merge-patch+json",
+            body: json!({ "metadata": { "annotations": { "team.example.com/owner": "mallory" } } }),
+        },
+        Attack {
+            what: "someone else's annotation removed",
+            refused_with: "may only add or change ecr-refresh/ annotations",
+            method: "PATCH",
+            path: secret.clone(),
+            content_type: "application/json-patch+json",
+            body: json!([{ "op": "remove", "path": "/metadata/annotations/team.example.com~1owner" }]),
+        },
+        Attack {
+            what: "someone else's label changed on update",
+            refused_with: "may only add or set the label app.kubernetes.io/managed-by",
+            method: "PATCH",
+            path: secret.clone(),
+            content_type: "application/merge-patch+json",
+            body: json!({ "metadata": { "labels": { "team": "mallory" } } }),
+        },
+        Attack {
+            what: "someone else's data key changed on update",
+            refused_with: "may only add or change the data key .dockerconfigjson",
+            method: "PATCH",
+            path: secret.clone(),
+            content_type: "application/merge-patch+json",
+            body: json!({ "data": { "config": b64("changed") } }),
+        },
+        Attack {
+            what: "an owner reference added on update",
+            refused_with: "may not change a Secret's type, ownerReferences",
+            method: "PATCH",
+            path: secret.clone(),
+            content_type: "application/merge-patch+json",
+            body: json!({ "metadata": { "ownerReferences": [{ "apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "1" }] } }),
+        },
+        Attack {
+            what: "a ServiceAccount annotation change",
+            refused_with: "may only change a ServiceAccount's imagePullSecrets",
+            method: "PATCH",
+            path: account.clone(),
+            content_type: "application/merge-patch+json",
+            body: json!({ "metadata": { "annotations": { "eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/admin" } } }),
+        },
+        Attack {
+            what: "the removal of someone else's imagePullSecrets entry",
+            refused_with: "may only append {name: aws-ecr-token}",
+            method: "PATCH",
+            path: account.clone(),
+            content_type: "application/json-patch+json",
+            body: json!([{ "op": "remove", "path": "/imagePullSecrets/0" }]),
+        },
+        Attack {
+            what: "the reordering of someone else's imagePullSecrets entries",
+            refused_with: "may only append {name: aws-ecr-token}",
+            method: "PATCH",
+            path: account.clone(),
+            content_type: "application/merge-patch+json",
+            body: json!({ "imagePullSecrets": [{ "name": "team-b-creds" }, { "name": "team-a-creds" }] }),
+        },
+        Attack {
+            what: "another Secret added to imagePullSecrets",
+            refused_with: "may only append {name: aws-ecr-token}",
+            method: "PATCH",
+            path: account.clone(),
+            content_type: "application/json-patch+json",
+            body: json!([{ "op": "add", "path": "/imagePullSecrets/-", "value": { "name": "mallory" } }]),
+        },
+        Attack {
+            what: "a delete of our Secret",
+            refused_with: "not DELETE secrets",
+            method: "DELETE",
+            path: secret.clone(),
+            content_type: "application/json",
+            body: Value::Null,
+        },
+        Attack {
+            what: "a ServiceAccount create",
+            refused_with: "not CREATE serviceaccounts",
+            method: "POST",
+            path: format!("/api/v1/namespaces/{victim}/serviceaccounts"),
+            content_type: "application/json",
+            body: json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "backdoor" } }),
+        },
+    ]
+}
+
+/// The namespaces the attacks aim at (in the namespaced variant's, so that its Roles let
+/// them reach admission): (victim, ours).
+fn targets(variant: &str) -> (&'static str, &'static str) {
+    if variant.is_empty() {
+        ("victim", "ours")
+    } else {
+        ("team-a", "team-b")
+    }
+}
+
+/// The namespaces the attacks aim at, as other users left them.
+fn seed_targets(cluster: &FakeCluster, (victim, ours): (&str, &str)) {
+    for ns in [victim, ours] {
+        cluster.add_namespace(ns, &[]);
+        cluster.seed(
+            Resource::ServiceAccounts,
+            json!({ "metadata": { "name": "default", "namespace": ns },
+                    "imagePullSecrets": [{ "name": "team-a-creds" }, { "name": "team-b-creds" }] }),
+            "kube-controller-manager",
+        );
+    }
+    cluster.seed(
+        Resource::Secrets,
+        json!({
+            "metadata": { "name": SECRET, "namespace": ours,
+                          "labels": { "team": "a" },
+                          "annotations": { "team.example.com/owner": "alice" } },
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#), "config": b64("x") }
+        }),
+        "kubectl-create",
+    );
+}
+
+fn message(body: &Value) -> &str {
+    body["message"].as_str().unwrap_or_default()
+}
+
+/// Sends every attack to a fresh cluster and returns (attack, rule, status, body).
+fn launch(
+    rendered: &str,
+    extra_rbac: &str,
+    variant: &str,
+) -> Vec<(&'static str, &'static str, u16, Value)> {
+    let (victim, ours) = targets(variant);
+    attacks(victim, ours)
+        .into_iter()
+        .map(|attack| {
+            let cluster = cluster(rendered, extra_rbac);
+            seed_targets(&cluster, (victim, ours));
+            let (status, body) = send(
+                &cluster,
+                attack.method,
+                &attack.path,
+                attack.content_type,
+                &attack.body,
+            );
+            (attack.what, attack.refused_with, status, body)
+        })
+        .collect()
+}
+
+#[test]
+fn every_attack_a_stolen_token_could_make_is_refused_by_the_policy_even_with_wider_rbac() {
+    for variant in ["", "namespaced"] {
+        let rendered = render(variant, true);
+        // The shipped RBAC refuses what it can: a delete, a ServiceAccount create, a
+        // namespaced install outside its namespaces. The policy refuses the rest. With
+        // RBAC granting everything on Secrets and ServiceAccounts, the policy alone
+        // refuses them all.
+        for (rbac, extra) in [("the manifests' RBAC", ""), ("wide RBAC", WIDE_RBAC)] {
+            for (what, rule, status, body) in launch(&rendered, extra, variant) {
+                let by_policy = message(&body).contains(DENIED);
+                let by_rbac = message(&body).contains("cannot ");
+                assert_eq!(status, 403, "{variant:?}, {rbac}: {what}: {body}");
+                assert!(
+                    by_policy || (extra.is_empty() && by_rbac),
+                    "{variant:?}, {rbac}: {what} refused by neither: {body}"
+                );
+                assert!(
+                    !by_policy || message(&body).contains(rule),
+                    "{variant:?}, {rbac}: {what} refused for another reason than {rule:?}: {body}"
+                );
+                if extra.is_empty() {
+                    // The shipped RBAC grants create and patch there: only delete and
+                    // ServiceAccount create are left to it.
+                    assert_eq!(
+                        by_rbac,
+                        what == "a delete of our Secret" || what == "a ServiceAccount create",
+                        "{what}: {body}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_denial_is_the_apiservers_status_with_the_policys_message() {
+    let rendered = render("", true);
+    let cluster = cluster(&rendered, "");
+    seed_targets(&cluster, targets(""));
+
+    let attack = &attacks("victim", "ours")[0];
+    let (status, body) = send(
+        &cluster,
+        attack.method,
+        &attack.path,
+        attack.content_type,
+        &attack.body,
+    );
+
+    assert_eq!(status, 403);
+    assert_eq!(body["reason"], "Forbidden");
+    assert_eq!(
+        message(&body),
+        format!(
+            "secrets \"{SECRET}\" is forbidden: {DENIED}ecr-refresh may only create Secrets of type kubernetes.io/dockerconfigjson"
+        )
+    );
+    assert_eq!(body["details"]["kind"], "secrets");
+    assert_eq!(body["details"]["name"], SECRET);
+    assert!(cluster.get(Resource::Secrets, "victim", SECRET).is_none());
+
+    // A dry run is admitted the same way.
+    let (status, body) = send(
+        &cluster,
+        "POST",
+        "/api/v1/namespaces/victim/secrets?dryRun=All",
+        "application/json",
+        &attack.body,
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(message(&body).contains(DENIED));
+}
+
+#[test]
+fn without_the_binding_the_attacks_go_through_as_on_a_real_cluster() {
+    let rendered = without_binding(&render("", true));
+    for (what, _, status, body) in launch(&rendered, WIDE_RBAC, "") {
+        assert!(
+            (200..300).contains(&status),
+            "without the binding, {what} is admitted: {status} {body}"
+        );
+    }
+    // The first of them with the shipped RBAC alone: a token for any ServiceAccount.
+    let cluster = cluster(&rendered, "");
+    seed_targets(&cluster, targets(""));
+    let attack = &attacks("victim", "ours")[0];
+    let (status, body) = send(
+        &cluster,
+        attack.method,
+        &attack.path,
+        attack.content_type,
+        &attack.body,
+    );
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        cluster.get(Resource::Secrets, "victim", SECRET).unwrap()["type"],
+        "kubernetes.io/service-account-token"
+    );
+}
+
+/// A previous run's Secret (`updated`), a Secret from `kubectl create secret
+/// docker-registry | kubectl apply` holding a copy of the old password (`adopted`), and a
+/// namespace with none (`fresh`); every namespace's `default` ServiceAccount with
+/// someone else's imagePullSecrets entry.
+fn seed_run(h: &Harness, namespaces: [&str; 3]) {
+    let [updated, adopted, fresh] = namespaces;
+    for ns in namespaces {
+        h.cluster.add_namespace(ns, &[]);
+        h.cluster.seed(
+            Resource::ServiceAccounts,
+            json!({ "metadata": { "name": "default", "namespace": ns },
+                    "imagePullSecrets": [{ "name": "team-creds" }] }),
+            "kube-controller-manager",
+        );
+    }
+    let _ = fresh;
+    h.seed_secret(
+        updated,
+        "ecr-refresh",
+        json!({
+            "metadata": {
+                "labels": { "app.kubernetes.io/managed-by": "ecr-refresh" },
+                "annotations": { "ecr-refresh/registries": REGISTRY, "ecr-refresh/token-expires-at": "2020-01-01T00:00:00Z" }
+            },
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) }
+        }),
+    );
+    let value = format!(
+        r#"{{"auths":{{"{REGISTRY}":{{"username":"AWS","password":"OLD","auth":"{}"}}}}}}"#,
+        b64("AWS:OLD")
+    );
+    let last_applied = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": { "name": SECRET, "namespace": adopted },
+        "data": { ".dockerconfigjson": b64(&value) }
+    })
+    .to_string();
+    h.seed_secret(
+        adopted,
+        "kubectl-client-side-apply",
+        json!({
+            "metadata": { "annotations": { "kubectl.kubernetes.io/last-applied-configuration": last_applied } },
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": { ".dockerconfigjson": b64(&value) }
+        }),
+    );
+}
+
+/// Requests answered with anything but success or a 404 read.
+fn refused(h: &Harness) -> Vec<String> {
+    h.cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.status >= 400 && !(r.status == 404 && r.method == "GET"))
+        .map(|r| format!("{} {} {}: {}", r.status, r.method, r.path, r.body))
+        .collect()
+}
+
+fn full_run_passes(variant: &str, namespaces: [&str; 3]) {
+    let rendered = render(variant, true);
+    let h = Harness::with(cluster(&rendered, ""));
+    seed_run(&h, namespaces);
+    let env = cronjob_env(&rendered);
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "ECR_REFRESH_SERVICE_ACCOUNTS" && v == "default"),
+        "the component sets ECR_REFRESH_SERVICE_ACCOUNTS: {env:?}"
+    );
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut dry_env = env.clone();
+    dry_env.push(("ECR_REFRESH_DRY_RUN", "true"));
+
+    let dry = h.run(&dry_env);
+    let first = h.run(&env);
+    let second = h.run(&env);
+
+    dry.expect_code(0);
+    first.expect_code(0);
+    second.expect_code(0);
+    assert_eq!(
+        refused(&h),
+        Vec::<String>::new(),
+        "{variant:?}: refused requests"
+    );
+    let [updated, adopted, fresh] = namespaces;
+    assert_eq!(dry.outcome(fresh), "would-create");
+    assert_eq!(first.outcome(updated), "updated");
+    assert_eq!(first.outcome(adopted), "updated");
+    assert_eq!(first.outcome(fresh), "created");
+    assert_eq!(second.outcome(fresh), "updated");
+    let annotations = h.secret(adopted).unwrap()["metadata"]["annotations"].clone();
+    assert!(
+        annotations
+            .get("kubectl.kubernetes.io/last-applied-configuration")
+            .is_none(),
+        "the copy of the old password is gone: {annotations}"
+    );
+    for ns in namespaces {
+        let account = h
+            .cluster
+            .get(Resource::ServiceAccounts, ns, "default")
+            .unwrap();
+        assert_eq!(
+            account["imagePullSecrets"],
+            json!([{ "name": "team-creds" }, { "name": SECRET }]),
+            "{ns}"
+        );
+    }
+    // Every kind of write the run makes went through admission.
+    let requests = h.cluster.requests();
+    for (method, part) in [
+        ("POST", "/secrets"),
+        ("PATCH", "/secrets/"),
+        ("PATCH", "/serviceaccounts/default"),
+    ] {
+        assert!(
+            requests.iter().any(|r| r.method == method
+                && r.path.contains(part)
+                && r.query.contains("dryRun=All")),
+            "{variant:?}: a dry-run {method} {part}"
+        );
+        assert!(
+            requests.iter().any(|r| r.method == method
+                && r.path.contains(part)
+                && !r.query.contains("dryRun")),
+            "{variant:?}: a {method} {part}"
+        );
+    }
+    assert!(
+        requests.iter().any(
+            |r| r.content_type.as_deref() == Some("application/json-patch+json")
+                && r.path.ends_with(&format!("/secrets/{SECRET}"))
+        ),
+        "the last-applied removal"
+    );
+}
+
+#[test]
+fn a_full_run_passes_under_the_cluster_wide_manifests_and_policy() {
+    full_run_passes("", ["team-updated", "team-adopted", "team-fresh"]);
+}
+
+#[test]
+fn a_full_run_passes_under_the_namespaced_manifests_and_policy() {
+    let rendered = render("namespaced", true);
+    let namespaces = cronjob_env(&rendered)
+        .into_iter()
+        .find(|(k, _)| k == "ECR_REFRESH_NAMESPACES")
+        .map(|(_, v)| v)
+        .expect("the namespaced overlay names its namespaces");
+    assert_eq!(namespaces, "team-a,team-b");
+    // The overlay's two namespaces, and a third only the cluster-wide variant could reach.
+    let h = Harness::with(cluster(&rendered, ""));
+    seed_run(&h, ["team-a", "team-b", "team-c"]);
+    let env: Vec<(String, String)> = cronjob_env(&rendered);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut dry_env = env.clone();
+    dry_env.push(("ECR_REFRESH_DRY_RUN", "true"));
+
+    let dry = h.run(&dry_env);
+    let first = h.run(&env);
+
+    dry.expect_code(0);
+    first.expect_code(0);
+    assert_eq!(refused(&h), Vec::<String>::new(), "refused requests");
+    assert_eq!(first.outcome("team-a"), "updated");
+    assert_eq!(first.outcome("team-b"), "updated");
+    let annotations = h.secret("team-b").unwrap()["metadata"]["annotations"].clone();
+    assert!(
+        annotations
+            .get("kubectl.kubernetes.io/last-applied-configuration")
+            .is_none()
+    );
+    for ns in ["team-a", "team-b"] {
+        let account = h
+            .cluster
+            .get(Resource::ServiceAccounts, ns, "default")
+            .unwrap();
+        assert_eq!(
+            account["imagePullSecrets"],
+            json!([{ "name": "team-creds" }, { "name": SECRET }]),
+            "{ns}"
+        );
+    }
+    // A create in a namespace of the overlay, under both.
+    h.cluster.delete(Resource::Secrets, "team-a", SECRET);
+    let again = h.run(&env);
+    again.expect_code(0);
+    assert_eq!(again.outcome("team-a"), "created");
+    assert_eq!(refused(&h), Vec::<String>::new(), "refused requests");
+}
+
+#[test]
+fn without_the_component_a_run_sends_no_service_account_request_and_nothing_is_refused() {
+    for variant in ["", "namespaced"] {
+        let rendered = render(variant, false);
+        let granted_accounts = documents(&rendered).iter().any(|d| {
+            d["rules"].as_array().is_some_and(|rules| {
+                rules
+                    .iter()
+                    .any(|r| r.to_string().contains("serviceaccounts"))
+            })
+        });
+        assert!(
+            !granted_accounts,
+            "{variant:?}: no ServiceAccount rights by default"
+        );
+        let env = cronjob_env(&rendered);
+        assert!(
+            env.iter()
+                .any(|(k, v)| k == "ECR_REFRESH_SERVICE_ACCOUNTS" && v.is_empty()),
+            "{env:?}"
+        );
+        let h = Harness::with(cluster(&rendered, ""));
+        seed_run(&h, ["team-a", "team-b", "team-c"]);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+
+        let run = h.run(&env);
+
+        run.expect_code(0);
+        assert_eq!(refused(&h), Vec::<String>::new(), "{variant:?}");
+        let account_requests: Vec<String> = h
+            .cluster
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.contains("serviceaccounts"))
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect();
+        assert_eq!(account_requests, Vec::<String>::new(), "{variant:?}");
+        assert_eq!(run.outcome("team-a"), "updated");
+    }
+}
+
+#[test]
+fn a_renamed_secret_and_namespace_are_followed_by_the_rbac_and_the_policy() {
+    let copy = copy_of_manifests();
+    let root = copy.path().join("manifests");
+    let cronjob = root.join("base/cronjob.yaml");
+    let text = std::fs::read_to_string(&cronjob).unwrap();
+    assert!(text.contains("value: aws-ecr-token"));
+    write(
+        &cronjob,
+        &text.replace("value: aws-ecr-token", "value: team-pull"),
+    );
+    let base = root.join("base/kustomization.yaml");
+    let text = std::fs::read_to_string(&base).unwrap();
+    write(
+        &base,
+        &text.replace("namespace: ecr-refresh", "namespace: platform"),
+    );
+
+    let renamed = render_from(&root, "", true);
+    let policy = documents(&renamed)
+        .into_iter()
+        .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
+        .expect("a policy");
+    let condition = policy["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap();
+    assert!(
+        condition.ends_with("== 'system:serviceaccount:' + 'platform' + ':' + 'ecr-refresh'"),
+        "{condition}"
+    );
+    assert_eq!(policy["spec"]["variables"][0]["expression"], "'team-pull'");
+    let role = documents(&renamed)
+        .into_iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .unwrap();
+    assert_eq!(role["rules"][0]["resourceNames"], json!(["team-pull"]));
+
+    // The fake's user is ecr-refresh's ServiceAccount in namespace ecr-refresh: render once
+    // more with only the Secret renamed, and run.
+    let base_text = std::fs::read_to_string(&base).unwrap();
+    write(
+        &base,
+        &base_text.replace("namespace: platform", "namespace: ecr-refresh"),
+    );
+    let rendered = render_from(&root, "", true);
+    let h = Harness::with(cluster(&rendered, ""));
+    h.namespaces(&["team-a"]);
+    let env = cronjob_env(&rendered);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert!(env.contains(&("ECR_REFRESH_SECRET_NAME", "team-pull")));
+
+    let run = h.run(&env);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("team-a"), "created");
+    assert!(
+        h.cluster
+            .get(Resource::Secrets, "team-a", "team-pull")
+            .is_some()
+    );
+    assert_eq!(refused(&h), Vec::<String>::new());
+    // The old name is now one the policy refuses.
+    let (status, body) = send(
+        &h.cluster,
+        "POST",
+        "/api/v1/namespaces/team-a/secrets",
+        "application/json",
+        &pull_secret_body(SECRET),
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        message(&body).contains("may only write the Secret named team-pull"),
+        "{body}"
+    );
+}

@@ -1,0 +1,135 @@
+//! The manifests as `kubectl kustomize` renders them, for tests that load their RBAC and
+//! admission policy into the fake. Needs `kubectl` on PATH, as .ci/validate-manifests does.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `kubectl kustomize DIR`.
+pub fn kustomize(dir: &Path) -> String {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running kubectl kustomize (kubectl must be on PATH): {e}"));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("kustomize writes UTF-8")
+}
+
+/// A variant ("" for manifests/, "namespaced"), as shipped or with the service-accounts
+/// component, rendered from `root` (a manifests directory: a copy, see [`copy`]).
+pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> String {
+    let dir = root.join(variant);
+    if !with_service_accounts {
+        return kustomize(&dir);
+    }
+    // An overlay next to the manifests directory: kustomize takes relative paths only,
+    // and no overlay inside what it includes.
+    let overlay = root
+        .parent()
+        .expect("manifests sit in a directory")
+        .join(format!("overlay-{}", variant.replace('/', "-")));
+    std::fs::create_dir_all(&overlay).expect("an overlay directory");
+    let manifests = root
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("a directory name");
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources: [\"../{manifests}/{variant}\"]\n\
+             components: [\"../{manifests}/components/service-accounts\"]\n"
+        ),
+    )
+    .expect("writing the overlay");
+    let rendered = kustomize(&overlay);
+    std::fs::remove_dir_all(&overlay).expect("removing the overlay");
+    rendered
+}
+
+/// The repository's manifests rendered (from a copy: nothing is written into the repository).
+pub fn render(variant: &str, with_service_accounts: bool) -> String {
+    let copy = copy();
+    render_from(
+        &copy.path().join("manifests"),
+        variant,
+        with_service_accounts,
+    )
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("a directory");
+    for entry in std::fs::read_dir(from).expect("a readable directory") {
+        let path = entry.expect("a directory entry").path();
+        let target = to.join(path.file_name().expect("a file name"));
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).expect("copying a manifest");
+        }
+    }
+}
+
+/// A temporary directory holding a copy of manifests/ as `manifests`.
+pub fn copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    copy_dir(&repo().join("manifests"), &dir.path().join("manifests"));
+    dir
+}
+
+/// The rendered documents.
+pub fn documents(yaml: &str) -> Vec<Value> {
+    fake_cluster::yaml_documents(yaml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Documents back into one YAML stream (JSON is YAML).
+pub fn yaml(docs: &[Value]) -> String {
+    docs.iter()
+        .map(|d| serde_json::to_string(d).expect("a JSON value serialises"))
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+/// The variables a run takes from the rendered CronJob: the Secret's name, the namespaces
+/// and the ServiceAccounts (the harness sets the log format, registries and termination log).
+pub fn cronjob_env(rendered: &str) -> Vec<(String, String)> {
+    let cronjob = documents(rendered)
+        .into_iter()
+        .find(|d| d["kind"] == "CronJob")
+        .expect("a CronJob");
+    cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?.to_owned(),
+                e["value"].as_str()?.to_owned(),
+            ))
+        })
+        .filter(|(name, _)| {
+            [
+                "ECR_REFRESH_SECRET_NAME",
+                "ECR_REFRESH_NAMESPACES",
+                "ECR_REFRESH_SERVICE_ACCOUNTS",
+            ]
+            .contains(&name.as_str())
+        })
+        .collect()
+}
+
+/// `cronjob_env` as the harness takes it.
+pub fn as_env(env: &[(String, String)]) -> Vec<(&str, &str)> {
+    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}

@@ -1,0 +1,768 @@
+//! ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1), evaluated with a real CEL
+//! interpreter (cel-rust) the way the apiserver's validating policy plugin does, for the
+//! requests of the one user the fake authenticates (rbac.rs: ecr-refresh's ServiceAccount).
+//! Seeding and the test hooks bypass admission, as they bypass RBAC: they stand for other
+//! users and controllers.
+//!
+//! What was checked in the Kubernetes source, and what the fake does about it, is written
+//! down in ../../ADMISSION.md. In short:
+//! - a policy applies when its `matchConstraints.resourceRules` match the request (group,
+//!   version, resource, operation) and none of `excludeResourceRules` does; it does nothing
+//!   without a binding naming it;
+//! - per binding: `matchConditions` all true (a false one skips the binding; an error with
+//!   failurePolicy Fail denies), then every validation; a validation that is false denies
+//!   with its messageExpression, message or "failed expression: EXPR", and its reason
+//!   (default Invalid); one that errors denies with failurePolicy Fail;
+//! - the first denial, if the binding's validationActions hold Deny, refuses the request:
+//!   `ValidatingAdmissionPolicy 'P' with binding 'B' denied request: MESSAGE`, in an
+//!   `errors.NewForbidden` Status whose reason and code are then the decision's.
+//!
+//! Not supported (loading such a policy panics, so a test can't silently pass without it):
+//! paramKind/paramRef, namespaceSelector and objectSelector that select anything less than
+//! everything, a binding's matchResources, auditAnnotations.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::Resource;
+use super::rbac::{GROUPS, USER};
+use super::status::{self, ApiError, Cause};
+
+/// The operation an admission request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+        }
+    }
+}
+
+/// One write as admission sees it: the object as it would be stored (None for DELETE) and
+/// the stored one (None for CREATE).
+pub(crate) struct Request<'a> {
+    pub operation: Operation,
+    pub resource: Resource,
+    /// Empty for cluster-scoped resources.
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub object: Option<&'a Value>,
+    pub old_object: Option<&'a Value>,
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FailurePolicy {
+    Fail,
+    Ignore,
+}
+
+/// One compiled CEL expression and its source (for messages).
+struct Expression {
+    source: String,
+    program: cel::Program,
+}
+
+impl Expression {
+    fn compile(source: &str, what: &str) -> Result<Expression, String> {
+        let program = cel::Program::compile(source)
+            .map_err(|e| format!("{what}: CEL expression {source:?} does not compile: {e}"))?;
+        Ok(Expression {
+            source: source.to_owned(),
+            program,
+        })
+    }
+
+    /// The value, or the error as the apiserver's filter words it.
+    fn eval(&self, context: &cel::Context<'_, '_>) -> Result<cel::Value, String> {
+        self.program
+            .execute(context)
+            .map_err(|e| self.error(&e.to_string()))
+    }
+
+    fn error(&self, why: &str) -> String {
+        format!("expression '{}' resulted in error: {why}", self.source)
+    }
+
+    fn eval_bool(&self, context: &cel::Context<'_, '_>) -> Result<bool, String> {
+        match self.eval(context)? {
+            cel::Value::Bool(b) => Ok(b),
+            // The apiserver type-checks for bool when it compiles the policy.
+            other => Err(self.error(&format!("not a bool: {other:?}"))),
+        }
+    }
+}
+
+struct ResourceRule {
+    api_groups: Vec<String>,
+    api_versions: Vec<String>,
+    resources: Vec<String>,
+    operations: Vec<String>,
+}
+
+impl ResourceRule {
+    /// rules.Matcher: group, version, resource (without a subresource) and operation.
+    fn matches(&self, req: &Request<'_>) -> bool {
+        let any = |list: &[String], want: &str| list.iter().any(|x| x == "*" || x == want);
+        any(&self.api_groups, "")
+            && any(&self.api_versions, "v1")
+            && any(&self.operations, req.operation.as_str())
+            // "*" is every resource but no subresource; "*/*" both; "x/*" x's subresources.
+            && self
+                .resources
+                .iter()
+                .any(|r| r == "*" || r == "*/*" || r == req.resource.plural())
+    }
+}
+
+struct Validation {
+    expression: Expression,
+    message: Option<String>,
+    message_expression: Option<Expression>,
+    reason: Option<String>,
+}
+
+struct Binding {
+    name: String,
+    actions: Vec<String>,
+}
+
+struct Policy {
+    name: String,
+    failure_policy: FailurePolicy,
+    rules: Vec<ResourceRule>,
+    exclude: Vec<ResourceRule>,
+    match_conditions: Vec<Expression>,
+    variables: Vec<(String, Expression)>,
+    validations: Vec<Validation>,
+    bindings: Vec<Binding>,
+}
+
+/// A decision to deny: the message and the Status reason.
+struct Denial {
+    message: String,
+    reason: String,
+}
+
+/// The policies and bindings loaded from YAML.
+pub(crate) struct Admission {
+    policies: Vec<Policy>,
+}
+
+// The YAML shapes read (admissionregistration.k8s.io/v1), unknown fields refused so that a
+// feature the fake doesn't implement can't be silently ignored.
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PolicySpec {
+    failure_policy: Option<String>,
+    match_constraints: Option<MatchResources>,
+    #[serde(default)]
+    match_conditions: Vec<NamedExpression>,
+    #[serde(default)]
+    variables: Vec<NamedExpression>,
+    #[serde(default)]
+    validations: Vec<ValidationSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MatchResources {
+    #[serde(default)]
+    resource_rules: Vec<RuleSpec>,
+    #[serde(default)]
+    exclude_resource_rules: Vec<RuleSpec>,
+    /// Equivalent or Exact: the fake serves one version of each resource, so both match alike.
+    #[allow(dead_code)]
+    match_policy: Option<String>,
+    namespace_selector: Option<Value>,
+    object_selector: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RuleSpec {
+    #[serde(default)]
+    api_groups: Vec<String>,
+    #[serde(default)]
+    api_versions: Vec<String>,
+    #[serde(default)]
+    resources: Vec<String>,
+    #[serde(default)]
+    operations: Vec<String>,
+    /// "*" by default; the fake's resources are all namespaced or cluster-scoped alike.
+    #[allow(dead_code)]
+    scope: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamedExpression {
+    name: String,
+    expression: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ValidationSpec {
+    expression: String,
+    message: Option<String>,
+    message_expression: Option<String>,
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BindingSpec {
+    policy_name: String,
+    #[serde(default)]
+    validation_actions: Vec<String>,
+}
+
+fn rules(specs: Vec<RuleSpec>) -> Vec<ResourceRule> {
+    specs
+        .into_iter()
+        .map(|r| ResourceRule {
+            api_groups: r.api_groups,
+            api_versions: r.api_versions,
+            resources: r.resources,
+            operations: r.operations,
+        })
+        .collect()
+}
+
+/// An empty selector (`{}`) selects everything; anything else the fake can't evaluate.
+fn selects_everything(selector: &Option<Value>) -> bool {
+    selector
+        .as_ref()
+        .is_none_or(|s| s.as_object().is_some_and(|m| m.values().all(is_empty)))
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    }
+}
+
+impl Policy {
+    fn from_spec(name: String, spec: PolicySpec) -> Result<Policy, String> {
+        let what = format!("ValidatingAdmissionPolicy {name}");
+        let constraints = spec
+            .match_constraints
+            .ok_or_else(|| format!("{what}: matchConstraints is required"))?;
+        if !selects_everything(&constraints.namespace_selector)
+            || !selects_everything(&constraints.object_selector)
+        {
+            return Err(format!(
+                "{what}: the fake evaluates no namespaceSelector or objectSelector"
+            ));
+        }
+        let failure_policy = match spec.failure_policy.as_deref() {
+            None | Some("Fail") => FailurePolicy::Fail,
+            Some("Ignore") => FailurePolicy::Ignore,
+            Some(other) => return Err(format!("{what}: failurePolicy {other:?}")),
+        };
+        let compile = |e: &NamedExpression| Expression::compile(&e.expression, &what);
+        Ok(Policy {
+            failure_policy,
+            rules: rules(constraints.resource_rules),
+            exclude: rules(constraints.exclude_resource_rules),
+            match_conditions: spec
+                .match_conditions
+                .iter()
+                .map(compile)
+                .collect::<Result<_, _>>()?,
+            variables: spec
+                .variables
+                .iter()
+                .map(|v| Ok((v.name.clone(), compile(v)?)))
+                .collect::<Result<_, String>>()?,
+            validations: spec
+                .validations
+                .into_iter()
+                .map(|v| {
+                    Ok(Validation {
+                        expression: Expression::compile(&v.expression, &what)?,
+                        message_expression: v
+                            .message_expression
+                            .as_deref()
+                            .map(|m| Expression::compile(m, &what))
+                            .transpose()?,
+                        message: v.message,
+                        reason: v.reason,
+                    })
+                })
+                .collect::<Result<_, String>>()?,
+            bindings: Vec::new(),
+            name,
+        })
+    }
+
+    fn matches(&self, req: &Request<'_>) -> bool {
+        self.rules.iter().any(|r| r.matches(req)) && !self.exclude.iter().any(|r| r.matches(req))
+    }
+
+    /// validator.Validate for one binding: the decisions to deny, in validation order.
+    fn validate(&self, context: &mut cel::Context<'_, '_>) -> Vec<Denial> {
+        let on_error = |message: String| match self.failure_policy {
+            FailurePolicy::Fail => vec![Denial {
+                message,
+                reason: String::new(),
+            }],
+            FailurePolicy::Ignore => Vec::new(),
+        };
+        // matchconditions.Match: a false condition skips the binding, whatever errors
+        // others gave; errors without a false deny under Fail.
+        let mut errors = Vec::new();
+        for condition in &self.match_conditions {
+            match condition.eval_bool(context) {
+                Ok(true) => {}
+                Ok(false) => return Vec::new(),
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            return on_error(aggregate(&errors));
+        }
+        // Variables are lazy in the apiserver: one that fails only fails the expressions
+        // that read it. Here they are evaluated in order, the failed ones left out of
+        // `variables`, and an expression stopped by a missing one reports that one's error.
+        let mut values: HashMap<String, cel::Value> = HashMap::new();
+        let mut failed: HashMap<String, String> = HashMap::new();
+        for (name, expression) in &self.variables {
+            context.add_variable_from_value("variables", values.clone());
+            match expression.eval(context) {
+                Ok(v) => {
+                    values.insert(name.clone(), v);
+                }
+                Err(e) => {
+                    failed.insert(name.clone(), e);
+                }
+            }
+        }
+        context.add_variable_from_value("variables", values);
+        let explain = |result: Result<bool, String>| {
+            result.map_err(|e| {
+                failed
+                    .iter()
+                    .find(|(name, _)| e.contains(&format!("No such key: {name}")))
+                    .map_or(e.clone(), |(_, why)| why.clone())
+            })
+        };
+        let mut denials = Vec::new();
+        for v in &self.validations {
+            match explain(v.expression.eval_bool(context)) {
+                Ok(true) => {}
+                Ok(false) => denials.push(Denial {
+                    message: v.message(context),
+                    reason: v.reason.clone().unwrap_or_else(|| "Invalid".into()),
+                }),
+                Err(e) => denials.extend(on_error(e)),
+            }
+        }
+        denials
+    }
+}
+
+impl Validation {
+    /// messageExpression if it gives a non-blank one-line string, else message, else the
+    /// expression (validator.go).
+    fn message(&self, context: &cel::Context<'_, '_>) -> String {
+        let from_expression = self
+            .message_expression
+            .as_ref()
+            .and_then(|m| match m.eval(context) {
+                Ok(cel::Value::String(s)) => Some(s.trim().to_owned()),
+                _ => None,
+            })
+            .filter(|m| !m.is_empty() && !m.contains('\n') && m.len() <= 5 * 1024);
+        from_expression
+            .or_else(|| {
+                self.message
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|m| !m.is_empty())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| format!("failed expression: {}", self.expression.source.trim()))
+    }
+}
+
+/// `utilerrors.NewAggregate(errs).Error()`.
+fn aggregate(errors: &[String]) -> String {
+    if errors.len() == 1 {
+        errors[0].clone()
+    } else {
+        format!("[{}]", errors.join(", "))
+    }
+}
+
+/// reasonToCode (policy_decision.go).
+fn code_for(reason: &str) -> u16 {
+    match reason {
+        "Forbidden" => 403,
+        "Unauthorized" => 401,
+        "RequestEntityTooLarge" => 413,
+        _ => 422,
+    }
+}
+
+/// A JSON value as CEL sees an unstructured object. A Secret's `data` values are `bytes`
+/// (their schema's `format: byte`), decoded from base64.
+fn to_cel(v: &Value) -> cel::Value {
+    match v {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => n
+            .as_i64()
+            .map(cel::Value::Int)
+            .unwrap_or_else(|| cel::Value::Float(n.as_f64().unwrap_or(f64::NAN))),
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(to_cel).collect())),
+        Value::Object(m) => {
+            let map: HashMap<String, cel::Value> =
+                m.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect();
+            cel::Value::Map(map.into())
+        }
+    }
+}
+
+fn object_to_cel(resource: Resource, obj: Option<&Value>) -> cel::Value {
+    let Some(obj) = obj else {
+        return cel::Value::Null;
+    };
+    let (Resource::Secrets, Value::Object(top)) = (resource, obj) else {
+        return to_cel(obj);
+    };
+    let entries: HashMap<String, cel::Value> = top
+        .iter()
+        .map(|(k, v)| match (k.as_str(), v) {
+            ("data", Value::Object(data)) => {
+                let bytes: HashMap<String, cel::Value> = data
+                    .iter()
+                    .map(|(key, value)| {
+                        let decoded = value.as_str().and_then(|s| B64.decode(s).ok());
+                        (
+                            key.clone(),
+                            decoded.map_or_else(|| to_cel(value), cel::Value::from),
+                        )
+                    })
+                    .collect();
+                (k.clone(), cel::Value::Map(bytes.into()))
+            }
+            _ => (k.clone(), to_cel(v)),
+        })
+        .collect();
+    cel::Value::Map(entries.into())
+}
+
+/// The `request` variable: the AdmissionRequest, as CEL sees it (no object, oldObject or
+/// options in it; empty `name`/`namespace` omitted).
+fn request_to_cel(req: &Request<'_>) -> cel::Value {
+    let gvk = json!({"group": "", "version": "v1", "kind": req.resource.kind()});
+    let gvr = json!({"group": "", "version": "v1", "resource": req.resource.plural()});
+    let mut request = json!({
+        "uid": uuid::Uuid::new_v4().to_string(),
+        "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+        "operation": req.operation.as_str(),
+        "userInfo": {"username": USER, "groups": GROUPS},
+        "dryRun": req.dry_run,
+    });
+    if !req.name.is_empty() {
+        request["name"] = json!(req.name);
+    }
+    if !req.namespace.is_empty() {
+        request["namespace"] = json!(req.namespace);
+    }
+    to_cel(&request)
+}
+
+impl Admission {
+    /// Reads every ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding in a
+    /// multi-document YAML (other kinds are ignored). A binding naming no policy binds
+    /// nothing, as in the apiserver.
+    pub fn from_yaml(yaml: &str) -> Result<Admission, String> {
+        let mut policies = Vec::new();
+        let mut bindings = Vec::new();
+        for doc in serde_yaml_ng::Deserializer::from_str(yaml) {
+            let value = Value::deserialize(doc).map_err(|e| format!("admission YAML: {e}"))?;
+            let name = value["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            match value["kind"].as_str().unwrap_or_default() {
+                "ValidatingAdmissionPolicy" => {
+                    let spec = PolicySpec::deserialize(&value["spec"])
+                        .map_err(|e| format!("ValidatingAdmissionPolicy {name}: {e}"))?;
+                    policies.push(Policy::from_spec(name, spec)?);
+                }
+                "ValidatingAdmissionPolicyBinding" => {
+                    let spec = BindingSpec::deserialize(&value["spec"])
+                        .map_err(|e| format!("ValidatingAdmissionPolicyBinding {name}: {e}"))?;
+                    bindings.push((name, spec));
+                }
+                _ => {}
+            }
+        }
+        for (name, spec) in bindings {
+            if let Some(policy) = policies.iter_mut().find(|p| p.name == spec.policy_name) {
+                policy.bindings.push(Binding {
+                    name,
+                    actions: spec.validation_actions,
+                });
+            }
+        }
+        Ok(Admission { policies })
+    }
+
+    /// How many policies were loaded (for the builder's sanity check).
+    pub fn policy_count(&self) -> usize {
+        self.policies.len()
+    }
+
+    /// dispatcher.Dispatch: admitted, or refused by the first denial of a binding whose
+    /// validationActions hold Deny (Warn and Audit deny nothing; the fake sends no warnings).
+    pub fn admit(&self, req: &Request<'_>) -> Result<(), ApiError> {
+        for policy in self.policies.iter().filter(|p| p.matches(req)) {
+            for binding in &policy.bindings {
+                let mut context = cel::Context::default();
+                context.add_variable_from_value("object", object_to_cel(req.resource, req.object));
+                context.add_variable_from_value(
+                    "oldObject",
+                    object_to_cel(req.resource, req.old_object),
+                );
+                context.add_variable_from_value("request", request_to_cel(req));
+                context.add_variable_from_value("params", cel::Value::Null);
+                // The fake keeps no Namespace objects' details worth a policy's reading.
+                context.add_variable_from_value("namespaceObject", cel::Value::Null);
+                let denials = policy.validate(&mut context);
+                if !binding.actions.iter().any(|a| a == "Deny") {
+                    continue;
+                }
+                if let Some(denial) = denials.into_iter().next() {
+                    return Err(refusal(req, &policy.name, &binding.name, denial));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `admission.NewForbidden` with the decision's reason and code, and the message added as a
+/// cause (dispatcher.go).
+fn refusal(req: &Request<'_>, policy: &str, binding: &str, denial: Denial) -> ApiError {
+    let message = format!(
+        "ValidatingAdmissionPolicy '{policy}' with binding '{binding}' denied request: {}",
+        denial.message
+    );
+    // extractResourceName: the request's name, else "Unknown".
+    let name = if req.name.is_empty() {
+        "Unknown"
+    } else {
+        req.name
+    };
+    let mut error = status::forbidden(
+        req.resource.plural(),
+        name,
+        &message,
+        vec![Cause {
+            reason: "",
+            message: message.clone(),
+            field: String::new(),
+        }],
+    );
+    let reason = if denial.reason.is_empty() {
+        "Invalid".to_owned()
+    } else {
+        denial.reason
+    };
+    error.code = code_for(&reason);
+    error.body["reason"] = json!(reason);
+    error.body["code"] = json!(error.code);
+    error
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: &str = "
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: p}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [''], apiVersions: ['*'], resources: [secrets], operations: [CREATE, UPDATE]}
+  matchConditions:
+  - {name: me, expression: \"request.userInfo.username.startsWith('system:serviceaccount:')\"}
+  variables:
+  - {name: wanted, expression: \"'ok'\"}
+  - {name: broken, expression: \"oldObject.metadata.name\"}
+  validations:
+  - expression: \"object.metadata.name != 'bad'\"
+    message: no bad names
+    reason: Forbidden
+  - expression: \"object.metadata.name != 'plain'\"
+  - expression: \"object.metadata.name != 'computed'\"
+    messageExpression: \"'wanted ' + variables.wanted\"
+  - expression: \"object.metadata.name != 'lazy' || variables.broken == 'x'\"
+  - expression: \"!has(object.data) || object.data.all(k, k == 'a')\"
+";
+
+    const BINDING: &str = "
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: b}
+spec: {policyName: p, validationActions: [Deny]}
+";
+
+    fn admission(docs: &[&str]) -> Admission {
+        Admission::from_yaml(&docs.join("\n---\n")).unwrap()
+    }
+
+    fn create(a: &Admission, obj: Value) -> Result<(), ApiError> {
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        a.admit(&Request {
+            operation: Operation::Create,
+            resource: Resource::Secrets,
+            namespace: "ns",
+            name: &name,
+            object: Some(&obj),
+            old_object: None,
+            dry_run: false,
+        })
+    }
+
+    fn message(e: &ApiError) -> &str {
+        e.body["message"].as_str().unwrap()
+    }
+
+    #[test]
+    fn a_false_validation_denies_with_its_message_reason_and_code() {
+        let a = admission(&[POLICY, BINDING]);
+        assert!(create(&a, json!({"metadata": {"name": "good"}})).is_ok());
+
+        let e = create(&a, json!({"metadata": {"name": "bad"}})).unwrap_err();
+        assert_eq!(e.code, 403);
+        assert_eq!(e.body["reason"], "Forbidden");
+        assert_eq!(
+            message(&e),
+            "secrets \"bad\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: no bad names"
+        );
+        assert_eq!(
+            e.body["details"]["causes"][0]["message"],
+            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: no bad names"
+        );
+
+        // No reason: Invalid, 422; no message: the expression.
+        let e = create(&a, json!({"metadata": {"name": "plain"}})).unwrap_err();
+        assert_eq!((e.code, e.body["reason"].as_str()), (422, Some("Invalid")));
+        assert!(
+            message(&e)
+                .ends_with("denied request: failed expression: object.metadata.name != 'plain'"),
+            "{}",
+            message(&e)
+        );
+        let e = create(&a, json!({"metadata": {"name": "computed"}})).unwrap_err();
+        assert!(
+            message(&e).ends_with("denied request: wanted ok"),
+            "{}",
+            message(&e)
+        );
+    }
+
+    #[test]
+    fn an_error_denies_under_fail_only_where_it_is_read() {
+        let a = admission(&[POLICY, BINDING]);
+        // `broken` fails on every create (oldObject is null) but only `lazy` reads it.
+        let e = create(&a, json!({"metadata": {"name": "lazy"}})).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert!(
+            message(&e).contains("expression 'oldObject.metadata.name' resulted in error"),
+            "{}",
+            message(&e)
+        );
+        let ignore = POLICY.replace("failurePolicy: Fail", "failurePolicy: Ignore");
+        assert!(
+            create(
+                &admission(&[&ignore, BINDING]),
+                json!({"metadata": {"name": "lazy"}})
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn secret_data_is_bytes_and_maps_iterate_over_keys() {
+        let a = admission(&[POLICY, BINDING]);
+        assert!(
+            create(
+                &a,
+                json!({"metadata": {"name": "s"}, "data": {"a": "eA=="}})
+            )
+            .is_ok()
+        );
+        assert!(
+            create(
+                &a,
+                json!({"metadata": {"name": "s"}, "data": {"b": "eA=="}})
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn only_matching_requests_with_a_binding_and_deny_are_refused() {
+        let bad = json!({"metadata": {"name": "bad"}});
+        assert!(
+            create(&admission(&[POLICY]), bad.clone()).is_ok(),
+            "no binding"
+        );
+        let warn = BINDING.replace("[Deny]", "[Warn, Audit]");
+        assert!(
+            create(&admission(&[POLICY, &warn]), bad.clone()).is_ok(),
+            "no Deny"
+        );
+        let other_user = POLICY.replace("system:serviceaccount:", "system:node:");
+        assert!(create(&admission(&[&other_user, BINDING]), bad.clone()).is_ok());
+        let updates_only = POLICY.replace("[CREATE, UPDATE]", "[UPDATE]");
+        assert!(create(&admission(&[&updates_only, BINDING]), bad.clone()).is_ok());
+        assert!(create(&admission(&[POLICY, BINDING]), bad).is_err());
+    }
+
+    #[test]
+    fn what_the_fake_cannot_evaluate_is_refused_at_load() {
+        let params = POLICY.replace(
+            "failurePolicy: Fail",
+            "failurePolicy: Fail\n  paramKind: {apiVersion: v1, kind: ConfigMap}",
+        );
+        assert!(Admission::from_yaml(&params).is_err());
+        let selector = POLICY.replace(
+            "  matchConstraints:\n",
+            "  matchConstraints:\n    namespaceSelector: {matchLabels: {a: b}}\n",
+        );
+        assert!(Admission::from_yaml(&selector).is_err());
+        assert!(Admission::from_yaml(&POLICY.replace("'ok'", "'ok' +")).is_err());
+    }
+}
