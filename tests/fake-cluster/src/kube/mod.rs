@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use regex::Regex;
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::mpsc;
 
 use rbac::Rbac;
 use store::{Hook, Store};
@@ -288,39 +288,97 @@ impl FakeClusterBuilder {
             request_count: AtomicUsize::new(0),
             port,
         });
-        let (stop, stopped) = oneshot::channel::<()>();
+        let (control, commands) = mpsc::unbounded_channel::<Command>();
         let app = axum::Router::new()
             .fallback(http::handle)
             .with_state(Arc::clone(&shared));
         let thread = std::thread::Builder::new()
             .name(format!("fake-cluster-{port}"))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("fake cluster: tokio runtime");
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .expect("fake cluster: listener into tokio");
-                    tokio::select! {
-                        served = axum::serve(listener, app) => {
-                            if let Err(e) = served {
-                                eprintln!("fake cluster on port {port} stopped: {e}");
-                            }
-                        }
-                        _ = stopped => {}
-                    }
-                });
-                // Drop open connections instead of waiting for clients to close them.
-                runtime.shutdown_background();
-            })
+            .spawn(move || serve(listener, app, port, commands))
             .expect("fake cluster: spawning the server thread");
         FakeCluster {
             shared,
             port,
-            stop: Some(stop),
+            control,
             thread: Some(thread),
+        }
+    }
+}
+
+/// What the server thread is told to do.
+enum Command {
+    Stop,
+    /// Close the listener and every open connection, stay away this long, then listen again
+    /// on the same port; `down` is answered once nothing listens any more.
+    Outage {
+        duration: Duration,
+        down: std::sync::mpsc::Sender<()>,
+    },
+}
+
+/// The server thread: serves until told to stop. An outage drops the runtime, which closes
+/// the listener and every connection at once (as a restarting API server does), and
+/// re-binds the same port afterwards; the state lives in `Shared`, outside, and is kept.
+fn serve(
+    listener: StdListener,
+    app: axum::Router,
+    port: u16,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut listener = Some(listener);
+    loop {
+        let std_listener = match listener.take() {
+            Some(l) => l,
+            None => rebind(port),
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("fake cluster: tokio runtime");
+        let command = runtime.block_on(async {
+            let listener = tokio::net::TcpListener::from_std(std_listener)
+                .expect("fake cluster: listener into tokio");
+            tokio::select! {
+                served = axum::serve(listener, app.clone()) => {
+                    if let Err(e) = served {
+                        eprintln!("fake cluster on port {port} stopped: {e}");
+                    }
+                    Command::Stop
+                }
+                command = commands.recv() => command.unwrap_or(Command::Stop),
+            }
+        });
+        // Drop open connections instead of waiting for clients to close them.
+        runtime.shutdown_background();
+        match command {
+            Command::Stop => return,
+            Command::Outage { duration, down } => {
+                let _ = down.send(());
+                std::thread::sleep(duration);
+            }
+        }
+    }
+}
+
+/// The same port again, once the old listener is gone. std sets SO_REUSEADDR on Unix, so
+/// connections still in TIME_WAIT do not hold the port; anything else gets a few tries.
+fn rebind(port: u16) -> StdListener {
+    let mut tries = 0;
+    loop {
+        match StdListener::bind(("127.0.0.1", port)) {
+            Ok(listener) => {
+                listener
+                    .set_nonblocking(true)
+                    .expect("fake cluster: a bound socket can be made non-blocking");
+                return listener;
+            }
+            Err(e) if tries < 100 => {
+                tries += 1;
+                eprintln!("fake cluster: re-binding 127.0.0.1:{port}: {e}; trying again");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("fake cluster: re-binding 127.0.0.1:{port}: {e}"),
         }
     }
 }
@@ -329,16 +387,14 @@ impl FakeClusterBuilder {
 pub struct FakeCluster {
     shared: Arc<Shared>,
     port: u16,
-    stop: Option<oneshot::Sender<()>>,
+    control: mpsc::UnboundedSender<Command>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Drop for FakeCluster {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            // The server may already be gone; then there is nothing to stop.
-            let _ = stop.send(());
-        }
+        // The server may already be gone; then there is nothing to stop.
+        let _ = self.control.send(Command::Stop);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -514,6 +570,21 @@ users:
             name,
             Hook::Change(Box::new(change)),
         );
+    }
+    /// An API server outage (a restart, a load balancer failing over): the listener and every
+    /// open connection are closed, so connecting is refused and requests in flight are cut;
+    /// after `duration` the server listens on the same port again, its state as it was.
+    /// Returns once nothing listens any more.
+    ///
+    /// Panics when the server thread is gone.
+    pub fn outage(&self, duration: Duration) {
+        let (down, is_down) = std::sync::mpsc::channel();
+        self.control
+            .send(Command::Outage { duration, down })
+            .expect("fake cluster: the server thread is running");
+        is_down
+            .recv()
+            .expect("fake cluster: the server thread answers an outage");
     }
     /// The next continue token that is presented is answered with 410 Expired.
     pub fn expire_next_continue(&self) {
