@@ -125,6 +125,15 @@ fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
+fn finalizers(obj: &Value) -> Vec<&str> {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 fn secret_type(obj: &Value) -> &str {
     obj.get("type").and_then(Value::as_str).unwrap_or("Opaque")
 }
@@ -153,6 +162,25 @@ fn validate(
             }
         }
         Some(old) => {
+            // apimachinery/pkg/api/validation/objectmeta.go, ValidateObjectMetaUpdate calls
+            // ValidateNoNewFinalizers when the old object has a deletionTimestamp.
+            if !old["metadata"]["deletionTimestamp"].is_null() {
+                let had = finalizers(old);
+                let added: Vec<&str> = finalizers(new)
+                    .into_iter()
+                    .filter(|f| !had.contains(f))
+                    .collect();
+                if !added.is_empty() {
+                    let listed: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+                    errors.push(FieldError::Forbidden {
+                        field: "metadata.finalizers".into(),
+                        detail: format!(
+                            "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                            listed.join(", ")
+                        ),
+                    });
+                }
+            }
             let (new_uid, old_uid) = (meta_str(new, "uid"), meta_str(old, "uid"));
             if new_uid != old_uid {
                 errors.push(FieldError::Invalid {
@@ -459,6 +487,12 @@ impl Store {
         let terminating = obj["status"]["phase"] == "Terminating";
         let deletion = obj["metadata"]["deletionTimestamp"].clone();
         Self::prepare_create(resource, &namespace, &name, &mut obj);
+        // An object being deleted and held by finalizers (the real server would refuse to
+        // create one with a deletionTimestamp: BeforeCreate clears it; seeding is the way in).
+        if resource != Resource::Namespaces && !deletion.is_null() && !finalizers(&obj).is_empty()
+        {
+            metadata_mut(&mut obj).insert("deletionTimestamp".into(), deletion.clone());
+        }
         if terminating {
             metadata_mut(&mut obj).insert(
                 "deletionTimestamp".into(),
@@ -734,6 +768,15 @@ impl Store {
         if dry_run {
             return Ok(Self::dry(new, &managers));
         }
+        // registry/generic/registry/store.go (Update, shouldDeleteDuringUpdate): the last
+        // finalizer gone from an object being deleted, the object goes.
+        if resource != Resource::Namespaces
+            && !live.obj["metadata"]["deletionTimestamp"].is_null()
+            && finalizers(&new).is_empty()
+        {
+            self.remove(resource, &k);
+            return Ok(new);
+        }
         Ok(self.store(resource, k, new, managers))
     }
 
@@ -895,7 +938,8 @@ impl Store {
         ))
     }
 
-    /// DELETE: objects go at once; a namespace turns Terminating (nothing finalizes it).
+    /// DELETE: objects go at once unless finalizers hold them; a namespace turns Terminating
+    /// (nothing finalizes it). Answers the status code with the object.
     pub fn delete(
         &mut self,
         resource: Resource,
@@ -903,7 +947,7 @@ impl Store {
         name: &str,
         preconditions: &Value,
         dry_run: bool,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<(u16, Value), ApiError> {
         let k = key(resource, namespace, name);
         let live = self.live(resource, namespace, name)?;
         for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
@@ -921,19 +965,32 @@ impl Store {
             }
         }
         if dry_run {
-            return Ok(live.obj);
+            return Ok((200, live.obj));
         }
         if resource == Resource::Namespaces {
             if live.obj["status"]["phase"] == "Terminating" {
-                return Ok(live.obj);
+                return Ok((200, live.obj));
             }
             let mut obj = live.obj.clone();
             obj["status"]["phase"] = json!("Terminating");
             metadata_mut(&mut obj).insert("deletionTimestamp".into(), json!(now()));
-            return Ok(self.store(resource, k, obj, live.managers));
+            return Ok((200, self.store(resource, k, obj, live.managers)));
+        }
+        // registry/generic/registry/store.go (Delete, updateForGracefulDeletionAndFinalizers):
+        // finalizers keep the object, marked with a deletionTimestamp, until they are removed;
+        // the answer is 202 (endpoints/handlers/delete.go: not yet deleted).
+        if !finalizers(&live.obj).is_empty() {
+            if !live.obj["metadata"]["deletionTimestamp"].is_null() {
+                return Ok((202, live.obj));
+            }
+            let mut obj = live.obj.clone();
+            let meta = metadata_mut(&mut obj);
+            meta.insert("deletionTimestamp".into(), json!(now()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            return Ok((202, self.store(resource, k, obj, live.managers)));
         }
         self.remove(resource, &k);
-        Ok(live.obj)
+        Ok((200, live.obj))
     }
 }
 
