@@ -138,7 +138,10 @@ fn split(bytes: &[u8]) -> Result<(Entries, Entries), UnreadableDockerConfig> {
         })
     })?;
     let Some(object) = value.as_object() else {
-        return Err(unreadable(format!(" is {}, not an object", kind_of(&value))));
+        return Err(unreadable(format!(
+            " is {}, not an object",
+            kind_of(&value)
+        )));
     };
     match object.get("auths") {
         None | Some(serde_json::Value::Null | serde_json::Value::Object(_)) => {}
@@ -329,22 +332,38 @@ mod tests {
         }];
         for (bad, said) in [
             ("not json", " is not JSON: it breaks off at line 1 column 2"),
-            ("{\"auths\":{", " is not JSON: it ends before the JSON is complete"),
+            (
+                "{\"auths\":{",
+                " is not JSON: it ends before the JSON is complete",
+            ),
             ("", " is empty"),
             ("[]", " is a JSON array, not an object"),
             ("\"x\"", " is a JSON string, not an object"),
             ("null", " is JSON null, not an object"),
-            (r#"{"auths":"x"}"#, "'s `auths` is a JSON string, not an object"),
-            (r#"{"auths":[]}"#, "'s `auths` is a JSON array, not an object"),
+            (
+                r#"{"auths":"x"}"#,
+                "'s `auths` is a JSON string, not an object",
+            ),
+            (
+                r#"{"auths":[]}"#,
+                "'s `auths` is a JSON array, not an object",
+            ),
         ] {
             let error = merge(Some(bad.as_bytes()), &ours, &[]).unwrap_err();
-            assert_eq!(error.to_string(), format!("its .dockerconfigjson{said}"), "{bad}");
+            assert_eq!(
+                error.to_string(),
+                format!("its .dockerconfigjson{said}"),
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn a_null_auths_is_no_entries_like_a_missing_one() {
-        for current in [r#"{"auths":null,"credsStore":"x"}"#, r#"{"credsStore":"x"}"#] {
+        for current in [
+            r#"{"auths":null,"credsStore":"x"}"#,
+            r#"{"credsStore":"x"}"#,
+        ] {
             let (value, out) = merged(Some(current), &[(A, "pw")], &[]);
             assert_eq!(value["auths"][A]["password"], "pw", "{current}");
             assert_eq!(value["credsStore"], "x");

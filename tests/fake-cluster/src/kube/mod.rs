@@ -91,6 +91,9 @@ pub struct Fault {
     /// Cut the connection mid-answer instead of answering (a dropped connection, a proxy or
     /// load balancer reset): the request log records status 0.
     pub hang_up: bool,
+    /// Serve the request, then cut the connection before the answer arrives: the change is
+    /// stored, the client never hears of it. The request log records status 0.
+    pub lose_answer: bool,
 }
 
 impl Fault {
@@ -105,6 +108,16 @@ impl Fault {
             latency: None,
             count: None,
             hang_up: false,
+            lose_answer: false,
+        }
+    }
+    /// A rule that serves matching requests, then cuts the connection before the answer
+    /// reaches the client (a proxy or an API server restart at the wrong moment).
+    pub fn lose_answer(method: &str, path: &str) -> Self {
+        Fault {
+            lose_answer: true,
+            status: None,
+            ..Fault::new(method, path, 0)
         }
     }
     /// A rule that cuts the connection of matching requests mid-answer.
@@ -126,6 +139,7 @@ impl Fault {
             latency: Some(latency),
             count: None,
             hang_up: false,
+            lose_answer: false,
         }
     }
     pub fn times(self, n: usize) -> Self {
@@ -162,8 +176,9 @@ struct ActiveFault {
     remaining: Option<usize>,
 }
 
-/// What a fault makes of a request: added latency, and the answer if it replaces serving.
-type FaultOutcome = (Option<Duration>, Option<(u16, Value, Option<u64>)>);
+/// What a fault makes of a request: added latency, the answer if it replaces serving, and
+/// whether the answer is lost after serving.
+type FaultOutcome = (Option<Duration>, Option<(u16, Value, Option<u64>)>, bool);
 
 /// The mutable state, behind the one lock.
 #[derive(Default)]
@@ -196,7 +211,7 @@ impl Inner {
                 .status
                 .map(|code| http::fault_answer(code, fault.body.clone(), fault.retry_after_seconds))
         };
-        Some((fault.latency, answer))
+        Some((fault.latency, answer, fault.lose_answer))
     }
 }
 

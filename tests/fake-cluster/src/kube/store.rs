@@ -489,8 +489,7 @@ impl Store {
         Self::prepare_create(resource, &namespace, &name, &mut obj);
         // An object being deleted and held by finalizers (the real server would refuse to
         // create one with a deletionTimestamp: BeforeCreate clears it; seeding is the way in).
-        if resource != Resource::Namespaces && !deletion.is_null() && !finalizers(&obj).is_empty()
-        {
+        if resource != Resource::Namespaces && !deletion.is_null() && !finalizers(&obj).is_empty() {
             metadata_mut(&mut obj).insert("deletionTimestamp".into(), deletion.clone());
         }
         if terminating {
