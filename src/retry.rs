@@ -36,12 +36,21 @@ pub enum RequestError {
     Timeout(Duration),
     #[error("{}", crate::logging::error_chain(.0))]
     Client(kube::Error),
+    /// A retryable error, still there after every try the call had: its tries or its deadline
+    /// ran out.
+    #[error("{last} (gave up after {tries} tries in {}s)", .elapsed.as_secs())]
+    GaveUp {
+        tries: u32,
+        elapsed: Duration,
+        last: Box<RequestError>,
+    },
 }
 
 impl RequestError {
     pub fn status(&self) -> Option<&Status> {
         match self {
             Self::Api(status) => Some(status),
+            Self::GaveUp { last, .. } => last.status(),
             _ => None,
         }
     }
@@ -129,34 +138,39 @@ impl From<kube::Error> for RequestError {
 
 /// Sends a request (`send` builds a fresh one per attempt), retrying what can be retried,
 /// within CALL_TIMEOUT for all its attempts.
-pub async fn send<T, F, Fut>(what: &'static str, send: F) -> Result<T, RequestError>
+pub async fn send<T, F, Fut>(what: &'static str, mut send: F) -> Result<T, RequestError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
-    tokio::time::timeout(CALL_TIMEOUT, attempts(what, send))
-        .await
-        .unwrap_or(Err(RequestError::Timeout(CALL_TIMEOUT)))
-}
-
-async fn attempts<T, F, Fut>(what: &'static str, mut send: F) -> Result<T, RequestError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, kube::Error>>,
-{
+    let started = tokio::time::Instant::now();
+    let deadline = started + CALL_TIMEOUT;
     let mut attempt = 1;
     loop {
-        let error = match send().await {
-            Ok(value) => return Ok(value),
-            Err(e) => RequestError::from(e),
+        let error = match tokio::time::timeout_at(deadline, send()).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(e)) => RequestError::from(e),
+            Err(_) => return Err(RequestError::Timeout(CALL_TIMEOUT)),
         };
-        match error.retry() {
-            Retry::No => return Err(error),
-            Retry::Bounded if attempt >= ATTEMPTS => return Err(error),
-            // `send`'s timeout ends these.
-            Retry::Bounded | Retry::UntilDeadline => {}
+        let retry = error.retry();
+        if retry == Retry::No {
+            return Err(error);
         }
         let delay = backoff(attempt);
+        let out_of_tries = retry == Retry::Bounded && attempt >= ATTEMPTS;
+        let out_of_time = tokio::time::Instant::now() + delay >= deadline;
+        if out_of_tries || out_of_time {
+            // The last error, and that it was not for want of trying.
+            return Err(if attempt > 1 {
+                RequestError::GaveUp {
+                    tries: attempt,
+                    elapsed: started.elapsed(),
+                    last: Box::new(error),
+                }
+            } else {
+                error
+            });
+        }
         debug!(request = what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying");
         tokio::time::sleep(delay).await;
         attempt += 1;

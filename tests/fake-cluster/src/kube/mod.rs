@@ -66,7 +66,8 @@ pub struct Recorded {
     /// Raw query string (without `?`), empty when none.
     pub query: String,
     pub content_type: Option<String>,
-    /// 0 when a fault cut the connection instead of answering.
+    /// 0 when a fault cut the connection instead of answering (before serving, or after:
+    /// `Fault::lose_answer`).
     pub status: u16,
     /// Request body as text (empty when none).
     pub body: String,
