@@ -453,3 +453,37 @@ fn literal_names_that_do_not_exist_are_skipped_and_told_in_the_summary_and_exit_
     assert_eq!(message["not_found"], json!(["team-b-typo", "gone"]));
     assert_eq!(message["exit_code"], 1);
 }
+
+#[test]
+fn aws_variables_that_are_not_utf8_exit_2_before_the_sdk_can_print_them() {
+    // The AWS SDK's credentials provider would print such a value in its error.
+    for (name, exit) in [
+        (&b"AWS_SECRET_ACCESS_KEY"[..], Some(2)),
+        (b"AWS_ACCESS_KEY_ID", Some(2)),
+        (b"AWS_SESSION_TOKEN", Some(2)),
+        (b"AWS_PROFILE", Some(2)),
+        // Read by tracing, which falls back to the default filter and prints nothing of it.
+        // (KUBECONFIG is a path: kube names it when it can't be read, as it should.)
+        (b"RUST_LOG", Some(0)),
+    ] {
+        let h = Harness::new();
+        h.namespaces(&["team-a"]);
+        let output = run_with_bytes(&h, &[(name, b"hunter2\xff")]);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let name = String::from_utf8_lossy(name);
+        assert!(
+            !stdout.contains("hunter2") && !stderr.contains("hunter2"),
+            "{name}: {stdout}{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        assert_eq!(output.status.code(), exit, "{name}: {stdout}");
+        if exit == Some(2) {
+            assert!(
+                stdout.contains(&format!("{name} is not valid UTF-8")),
+                "{stdout}"
+            );
+            assert!(h.ecr.passwords_issued().is_empty(), "nothing was sent");
+        }
+    }
+}

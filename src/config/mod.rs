@@ -218,16 +218,23 @@ impl Config {
     }
 }
 
-/// The variables that are text. One of ours that is not is an error naming it, never showing
-/// its value. Any other is not ours to read: `envFrom` over a Secret with binary data puts such
-/// values in the environment, and they are skipped unread (`std::env::vars` would panic and
-/// print them).
+/// Variables whose values must be text, by prefix: ours, and the AWS SDK's, whose errors print
+/// a value that is not (its credentials provider's "environment variable was not valid unicode:
+/// \"...\""), an AWS_SECRET_ACCESS_KEY included. Caught here, before the SDK reads them.
+const MUST_BE_TEXT: [&str; 2] = [PREFIX, "AWS_"];
+
+/// The variables that are text. One that must be and is not is an error naming it, never
+/// showing its value. Any other is not ours to read: `envFrom` over a Secret with binary data
+/// puts such values in the environment, and they are skipped unread (`std::env::vars` would
+/// panic and print them).
 fn text_vars(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Result<Vec<(String, String)>, ConfigError> {
     let mut text = Vec::new();
     for (name, value) in vars {
-        let ours = name.as_encoded_bytes().starts_with(PREFIX.as_bytes());
+        let ours = MUST_BE_TEXT
+            .iter()
+            .any(|prefix| name.as_encoded_bytes().starts_with(prefix.as_bytes()));
         match (name.to_str(), value.into_string()) {
             (Some(name), Ok(value)) => text.push((name.to_owned(), value)),
             _ if ours => {
@@ -395,11 +402,13 @@ mod tests {
         for (name, value) in [
             (&b"ECR_REFRESH_SECRET_NAME"[..], &b"hunter2\xff"[..]),
             (b"ECR_REFRESH_\xff", b"hunter2"),
+            (b"AWS_SECRET_ACCESS_KEY", b"hunter2\xff"),
         ] {
             let message = text_vars([(bytes(name), bytes(value))])
                 .unwrap_err()
                 .to_string();
-            assert!(message.starts_with("ECR_REFRESH_"), "{message}");
+            let name = String::from_utf8_lossy(name);
+            assert!(message.starts_with(name.as_ref()), "{message}");
             assert!(!message.contains("hunter2"), "{message}");
         }
     }
