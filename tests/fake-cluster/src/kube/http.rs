@@ -428,9 +428,14 @@ impl Shared {
                     || body["dryRun"]
                         .as_array()
                         .is_some_and(|d| d.iter().any(|x| x == "All"));
-                self.lock()
-                    .store
-                    .delete(resource, namespace, name, &body["preconditions"], dry_run)
+                let deleted = self.lock().store.delete(
+                    resource,
+                    namespace,
+                    name,
+                    &body["preconditions"],
+                    dry_run,
+                )?;
+                Ok((200, deleted))
             }
             "PATCH" => {
                 let patch_type = patch_type(req.content_type)?;

@@ -938,7 +938,7 @@ impl Store {
     }
 
     /// DELETE: objects go at once unless finalizers hold them; a namespace turns Terminating
-    /// (nothing finalizes it). Answers the status code with the object.
+    /// (nothing finalizes it).
     pub fn delete(
         &mut self,
         resource: Resource,
@@ -946,7 +946,7 @@ impl Store {
         name: &str,
         preconditions: &Value,
         dry_run: bool,
-    ) -> Result<(u16, Value), ApiError> {
+    ) -> Result<Value, ApiError> {
         let k = key(resource, namespace, name);
         let live = self.live(resource, namespace, name)?;
         for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
@@ -964,32 +964,33 @@ impl Store {
             }
         }
         if dry_run {
-            return Ok((200, live.obj));
+            return Ok(live.obj);
         }
         if resource == Resource::Namespaces {
             if live.obj["status"]["phase"] == "Terminating" {
-                return Ok((200, live.obj));
+                return Ok(live.obj);
             }
             let mut obj = live.obj.clone();
             obj["status"]["phase"] = json!("Terminating");
             metadata_mut(&mut obj).insert("deletionTimestamp".into(), json!(now()));
-            return Ok((200, self.store(resource, k, obj, live.managers)));
+            return Ok(self.store(resource, k, obj, live.managers));
         }
-        // registry/generic/registry/store.go (Delete, updateForGracefulDeletionAndFinalizers):
-        // finalizers keep the object, marked with a deletionTimestamp, until they are removed;
-        // the answer is 202 (endpoints/handlers/delete.go: not yet deleted).
+        // registry/generic/registry/store.go (Delete, updateForGracefulDeletionAndFinalizers,
+        // markAsDeleting): finalizers keep the object, marked with a deletionTimestamp and a
+        // grace of 0, until they are removed. The answer is 200 with the object: 202 only when
+        // the request set orphanDependents=false (endpoints/handlers/delete.go).
         if !finalizers(&live.obj).is_empty() {
             if !live.obj["metadata"]["deletionTimestamp"].is_null() {
-                return Ok((202, live.obj));
+                return Ok(live.obj);
             }
             let mut obj = live.obj.clone();
             let meta = metadata_mut(&mut obj);
             meta.insert("deletionTimestamp".into(), json!(now()));
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-            return Ok((202, self.store(resource, k, obj, live.managers)));
+            return Ok(self.store(resource, k, obj, live.managers));
         }
         self.remove(resource, &k);
-        Ok((200, live.obj))
+        Ok(live.obj)
     }
 }
 
