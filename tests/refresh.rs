@@ -761,6 +761,8 @@ fn an_unreachable_cluster_exits_3_with_nothing_written() {
         error.contains("unreachable") && error.contains(&port.to_string()),
         "{error}"
     );
+    // Refused connections are retried until the call's deadline (an API server restarting).
+    assert!(error.contains("gave up after"), "{error}");
 }
 
 #[test]
