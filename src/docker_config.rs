@@ -44,8 +44,10 @@ impl fmt::Debug for DockerConfigJson {
     }
 }
 
+/// Why a value can't be used, in words ("is not JSON", "`auths` is a string, not an object"),
+/// never quoting it: it holds someone's credentials.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("its .dockerconfigjson is not a docker config JSON object with an `auths` object ({0})")]
+#[error("its .dockerconfigjson{0}")]
 pub struct UnreadableDockerConfig(String);
 
 /// Merges fresh credentials into the current value (None: a new Secret).
@@ -118,30 +120,68 @@ fn entry(password: &SecretString) -> Box<RawValue> {
 type Entries = Vec<(String, Box<RawValue>)>;
 
 /// Splits a docker config into its other top-level keys and its `auths` entries, in order.
+/// `"auths": null` is no entries, as a missing `auths` is: Go writes a nil map as null.
 fn split(bytes: &[u8]) -> Result<(Entries, Entries), UnreadableDockerConfig> {
-    // serde_json's message can quote the value, and the value holds someone's credentials:
-    // say only what kind of error and where.
-    let unreadable = |e: serde_json::Error| {
-        UnreadableDockerConfig(format!(
-            "{:?} error at line {} column {}",
-            e.classify(),
-            e.line(),
-            e.column()
-        ))
+    let unreadable = |what: String| UnreadableDockerConfig(what);
+    // serde_json's messages can quote the value: only the kind of value, and where, are said.
+    let value = serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| {
+        unreadable(if bytes.iter().all(u8::is_ascii_whitespace) {
+            " is empty".to_owned()
+        } else if e.is_eof() {
+            " is not JSON: it ends before the JSON is complete".to_owned()
+        } else {
+            format!(
+                " is not JSON: it breaks off at line {} column {}",
+                e.line(),
+                e.column()
+            )
+        })
+    })?;
+    let Some(object) = value.as_object() else {
+        return Err(unreadable(format!(
+            " is {}, not an object",
+            kind_of(&value)
+        )));
     };
-    let Ordered(top) = serde_json::from_slice::<Ordered>(bytes).map_err(unreadable)?;
+    match object.get("auths") {
+        None | Some(serde_json::Value::Null | serde_json::Value::Object(_)) => {}
+        Some(other) => {
+            return Err(unreadable(format!(
+                "'s `auths` is {}, not an object",
+                kind_of(other)
+            )));
+        }
+    }
+    // Checked above: an object, with `auths` an object or null. Read again for the order and
+    // the bytes of each value.
+    let unexpected = |_| unreadable(" could not be read as a JSON object".to_owned());
+    let Ordered(top) = serde_json::from_slice::<Ordered>(bytes).map_err(unexpected)?;
     let mut auths = Vec::new();
     let mut rest = Vec::new();
     for (key, value) in top {
         if key == "auths" {
-            auths = serde_json::from_str::<Ordered>(value.get())
-                .map_err(unreadable)?
-                .0;
+            if value.get() != "null" {
+                auths = serde_json::from_str::<Ordered>(value.get())
+                    .map_err(unexpected)?
+                    .0;
+            }
         } else {
             rest.push((key, value));
         }
     }
     Ok((rest, auths))
+}
+
+/// A JSON value's kind, as the errors name it.
+fn kind_of(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "JSON null",
+        serde_json::Value::Bool(_) => "a JSON boolean",
+        serde_json::Value::Number(_) => "a JSON number",
+        serde_json::Value::String(_) => "a JSON string",
+        serde_json::Value::Array(_) => "a JSON array",
+        serde_json::Value::Object(_) => "a JSON object",
+    }
 }
 
 fn write_object(out: &mut String, entries: &[(String, Box<RawValue>)]) {
@@ -279,7 +319,55 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(!error.contains("hunter2"), "{error}");
-            assert!(error.contains("line 1"), "{error}");
+        }
+    }
+
+    #[test]
+    fn an_unusable_value_is_described_in_words() {
+        let host = RegistryHost::from_str(A).unwrap();
+        let password = SecretString::from("p");
+        let ours = [Credential {
+            registry: &host,
+            password: &password,
+        }];
+        for (bad, said) in [
+            ("not json", " is not JSON: it breaks off at line 1 column 2"),
+            (
+                "{\"auths\":{",
+                " is not JSON: it ends before the JSON is complete",
+            ),
+            ("", " is empty"),
+            ("[]", " is a JSON array, not an object"),
+            ("\"x\"", " is a JSON string, not an object"),
+            ("null", " is JSON null, not an object"),
+            (
+                r#"{"auths":"x"}"#,
+                "'s `auths` is a JSON string, not an object",
+            ),
+            (
+                r#"{"auths":[]}"#,
+                "'s `auths` is a JSON array, not an object",
+            ),
+        ] {
+            let error = merge(Some(bad.as_bytes()), &ours, &[]).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!("its .dockerconfigjson{said}"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_null_auths_is_no_entries_like_a_missing_one() {
+        for current in [
+            r#"{"auths":null,"credsStore":"x"}"#,
+            r#"{"credsStore":"x"}"#,
+        ] {
+            let (value, out) = merged(Some(current), &[(A, "pw")], &[]);
+            assert_eq!(value["auths"][A]["password"], "pw", "{current}");
+            assert_eq!(value["credsStore"], "x");
+            assert!(out.kept.is_empty());
         }
     }
 

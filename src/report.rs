@@ -70,7 +70,8 @@ impl AccountOutcome {
 pub mod exit {
     /// Every selected namespace is fresh, or skipped with a reason.
     pub const OK: u8 = 0;
-    /// Some namespaces failed or were left undone.
+    /// Some namespaces failed or were left undone, or namespaces named in
+    /// ECR_REFRESH_NAMESPACES do not exist.
     pub const FAILED: u8 = 1;
     /// The configuration is invalid: nothing was sent.
     pub const CONFIG: u8 = 2;
@@ -91,6 +92,9 @@ pub struct Report {
     pub failed: Vec<String>,
     /// The namespace list could not be completed; some namespaces may not have been seen.
     pub listing_incomplete: bool,
+    /// Namespaces named in ECR_REFRESH_NAMESPACES that do not exist (skipped): a typo, or a
+    /// namespace gone, either way the configuration names something that is not there.
+    pub not_found: Vec<String>,
 }
 
 impl Report {
@@ -113,7 +117,7 @@ impl Report {
     }
 
     pub fn exit_code(&self) -> u8 {
-        if self.failed.is_empty() && !self.listing_incomplete {
+        if self.failed.is_empty() && !self.listing_incomplete && self.not_found.is_empty() {
             exit::OK
         } else {
             exit::FAILED
@@ -133,6 +137,7 @@ impl Report {
                 "failed_total": self.failed.len(),
                 "failed_truncated": failed.len() < self.failed.len(),
                 "listing_incomplete": self.listing_incomplete,
+                "not_found": self.not_found,
                 "registries": extra.registries,
                 "token_expires_at": extra.token_expires_at,
                 "elapsed_ms": extra.elapsed_ms,
@@ -193,6 +198,12 @@ mod tests {
             ..Report::default()
         };
         assert_eq!(incomplete.exit_code(), exit::FAILED);
+
+        let named_but_missing = Report {
+            not_found: vec!["typo".into()],
+            ..Report::default()
+        };
+        assert_eq!(named_but_missing.exit_code(), exit::FAILED);
     }
 
     #[test]

@@ -1,5 +1,10 @@
-//! One request to the API server: bounded retries with backoff and jitter on what a retry can
-//! fix (500, 502, connection errors and reads that time out), and a deadline on each call.
+//! One request to the API server: retries with backoff and jitter on what a retry can fix, and
+//! a deadline on each call.
+//!
+//! A connection that can't be made or is cut (refused, reset, closed mid-answer, a read that
+//! times out) is how an API server restart or a load balancer failover looks: those are retried
+//! until the call's deadline, so a run rides out an outage of tens of seconds. 500 and 502, and
+//! other transport errors (TLS, a garbled answer), get ATTEMPTS tries.
 //!
 //! Two timeouts: the transport gives up on one HTTP attempt after ATTEMPT_TIMEOUT (a retryable
 //! error here); a whole call, all its attempts and the client's own throttling retries
@@ -16,9 +21,11 @@ use tracing::debug;
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long one call may take, every attempt and Retry-After wait included.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Tries for 500, 502 and transport errors that are not connection failures.
 const ATTEMPTS: u32 = 5;
 const BASE_DELAY: Duration = Duration::from_millis(100);
-const MAX_DELAY: Duration = Duration::from_secs(5);
+/// The longest wait between tries: an API server back from a restart is used within this.
+const MAX_DELAY: Duration = Duration::from_secs(3);
 
 /// Why a request failed, after any retries.
 #[derive(Debug, thiserror::Error)]
@@ -29,12 +36,21 @@ pub enum RequestError {
     Timeout(Duration),
     #[error("{}", crate::logging::error_chain(.0))]
     Client(kube::Error),
+    /// A retryable error, still there after every try the call had: its tries or its deadline
+    /// ran out.
+    #[error("{last} (gave up after {tries} tries in {}s)", .elapsed.as_secs())]
+    GaveUp {
+        tries: u32,
+        elapsed: Duration,
+        last: Box<RequestError>,
+    },
 }
 
 impl RequestError {
     pub fn status(&self) -> Option<&Status> {
         match self {
             Self::Api(status) => Some(status),
+            Self::GaveUp { last, .. } => last.status(),
             _ => None,
         }
     }
@@ -43,14 +59,72 @@ impl RequestError {
         self.status().map(|s| s.code)
     }
 
-    /// Whether another attempt may succeed.
-    fn retryable(&self) -> bool {
+    /// Whether another attempt may succeed, and how many tries that is worth.
+    fn retry(&self) -> Retry {
         match self {
-            Self::Api(s) => matches!(s.code, 500 | 502),
-            Self::Timeout(_) => false,
-            Self::Client(e) => matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_)),
+            Self::Api(s) if matches!(s.code, 500 | 502) => Retry::Bounded,
+            Self::Client(e) if is_connection_failure(e) => Retry::UntilDeadline,
+            Self::Client(kube::Error::HyperError(_) | kube::Error::Service(_)) => Retry::Bounded,
+            _ => Retry::No,
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    No,
+    /// Up to ATTEMPTS tries.
+    Bounded,
+    /// Until the call's deadline: the server is (re)starting or out of reach for a while.
+    UntilDeadline,
+}
+
+/// Whether the connection could not be made or was lost: refused, reset, closed before the
+/// answer was complete, or timed out. Anywhere in the error's chain of causes, since kube, the
+/// buffer layer and hyper each wrap it.
+fn is_connection_failure(e: &kube::Error) -> bool {
+    lost_connection(e)
+}
+
+fn lost_connection(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind;
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        if matches!(
+            io.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::NotConnected
+                | ErrorKind::BrokenPipe
+                | ErrorKind::UnexpectedEof
+                | ErrorKind::TimedOut
+                | ErrorKind::HostUnreachable
+                | ErrorKind::NetworkUnreachable
+                | ErrorKind::AddrNotAvailable
+        ) {
+            return true;
+        }
+        // An io::Error's source() skips the error it wraps: look at that one too.
+        if io.get_ref().is_some_and(|inner| lost_connection(inner)) {
+            return true;
+        }
+    }
+    if let Some(h) = e.downcast_ref::<hyper::Error>()
+        && (h.is_incomplete_message()
+            || h.is_closed()
+            || h.is_canceled()
+            || h.is_body_write_aborted()
+            || h.is_timeout())
+    {
+        return true;
+    }
+    // Connecting failed: refused, DNS (a restarting cluster DNS), or the connect timeout.
+    if e.downcast_ref::<hyper_util::client::legacy::Error>()
+        .is_some_and(hyper_util::client::legacy::Error::is_connect)
+    {
+        return true;
+    }
+    e.source().is_some_and(lost_connection)
 }
 
 impl From<kube::Error> for RequestError {
@@ -64,31 +138,39 @@ impl From<kube::Error> for RequestError {
 
 /// Sends a request (`send` builds a fresh one per attempt), retrying what can be retried,
 /// within CALL_TIMEOUT for all its attempts.
-pub async fn send<T, F, Fut>(what: &'static str, send: F) -> Result<T, RequestError>
+pub async fn send<T, F, Fut>(what: &'static str, mut send: F) -> Result<T, RequestError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
-    tokio::time::timeout(CALL_TIMEOUT, attempts(what, send))
-        .await
-        .unwrap_or(Err(RequestError::Timeout(CALL_TIMEOUT)))
-}
-
-async fn attempts<T, F, Fut>(what: &'static str, mut send: F) -> Result<T, RequestError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, kube::Error>>,
-{
+    let started = tokio::time::Instant::now();
+    let deadline = started + CALL_TIMEOUT;
     let mut attempt = 1;
     loop {
-        let error = match send().await {
-            Ok(value) => return Ok(value),
-            Err(e) => RequestError::from(e),
+        let error = match tokio::time::timeout_at(deadline, send()).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(e)) => RequestError::from(e),
+            Err(_) => return Err(RequestError::Timeout(CALL_TIMEOUT)),
         };
-        if !error.retryable() || attempt >= ATTEMPTS {
+        let retry = error.retry();
+        if retry == Retry::No {
             return Err(error);
         }
         let delay = backoff(attempt);
+        let out_of_tries = retry == Retry::Bounded && attempt >= ATTEMPTS;
+        let out_of_time = tokio::time::Instant::now() + delay >= deadline;
+        if out_of_tries || out_of_time {
+            // The last error, and that it was not for want of trying.
+            return Err(if attempt > 1 {
+                RequestError::GaveUp {
+                    tries: attempt,
+                    elapsed: started.elapsed(),
+                    last: Box::new(error),
+                }
+            } else {
+                error
+            });
+        }
         debug!(request = what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying");
         tokio::time::sleep(delay).await;
         attempt += 1;
@@ -117,6 +199,27 @@ mod tests {
         assert!(backoff(30) <= MAX_DELAY);
     }
 
+    #[test]
+    fn a_lost_connection_is_retried_until_the_deadline_other_transport_errors_a_few_times() {
+        use std::io::{Error, ErrorKind};
+        let io = |kind| RequestError::Client(kube::Error::Service(Box::new(Error::new(kind, "x"))));
+        for kind in [
+            ErrorKind::ConnectionRefused,
+            ErrorKind::ConnectionReset,
+            ErrorKind::UnexpectedEof,
+            ErrorKind::TimedOut,
+        ] {
+            assert_eq!(io(kind).retry(), Retry::UntilDeadline, "{kind:?}");
+        }
+        assert_eq!(io(ErrorKind::InvalidData).retry(), Retry::Bounded);
+        // Wrapped, as the buffer layer wraps the client's errors.
+        let wrapped = kube::Error::Service(Box::new(Error::other(Error::new(
+            ErrorKind::ConnectionRefused,
+            "x",
+        ))));
+        assert_eq!(RequestError::Client(wrapped).retry(), Retry::UntilDeadline);
+    }
+
     fn status(code: u16) -> RequestError {
         RequestError::Api(Status::failure("x", "y").with_code(code).boxed())
     }
@@ -136,10 +239,12 @@ mod tests {
             (422, false),
             (403, false),
         ] {
-            assert_eq!(status(code).retryable(), retried, "{code}");
+            let expected = if retried { Retry::Bounded } else { Retry::No };
+            assert_eq!(status(code).retry(), expected, "{code}");
         }
-        assert!(
-            !RequestError::Timeout(CALL_TIMEOUT).retryable(),
+        assert_eq!(
+            RequestError::Timeout(CALL_TIMEOUT).retry(),
+            Retry::No,
             "the call's own deadline is final"
         );
     }

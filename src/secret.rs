@@ -103,6 +103,14 @@ impl Written {
         }
     }
 
+    /// Adds a warning; several are joined with `; `.
+    fn warn(&mut self, warning: String) {
+        self.warning = Some(match self.warning.take() {
+            Some(before) => format!("{before}; {warning}"),
+            None => warning,
+        });
+    }
+
     pub fn skipped(reason: SkipReason) -> Self {
         Self {
             reason: Some(reason),
@@ -163,24 +171,42 @@ pub async fn refresh(
     let name = desired.name.as_str();
     // The uid of a Secret that was deleted between our read and our apply.
     let mut deleted_uid: Option<String> = None;
+    // What our create sent, when its answer may have been lost (an earlier attempt of the POST
+    // failed): a Secret found holding exactly that is the one this run created.
+    let mut maybe_ours: Option<Vec<u8>> = None;
+    let created = |uid: Option<String>, deleted_uid: Option<String>| {
+        let outcome = match (desired.dry_run, &deleted_uid) {
+            (true, _) => Outcome::WouldCreate,
+            (false, Some(_)) => Outcome::Recreated,
+            (false, None) => Outcome::Created,
+        };
+        Written::new(outcome, deleted_uid, uid)
+    };
     for _ in 0..ATTEMPTS {
         let current = retry::send("get secret", || api.get_opt(name))
             .await
             .map_err(|e| SecretError::request("read", e))?;
         let Some(current) = current else {
             match create(api, desired).await? {
-                Created::Done(uid) => {
-                    let outcome = match (desired.dry_run, &deleted_uid) {
-                        (true, _) => Outcome::WouldCreate,
-                        (false, Some(_)) => Outcome::Recreated,
-                        (false, None) => Outcome::Created,
-                    };
-                    return Ok(Written::new(outcome, deleted_uid, uid));
+                Created::Done(uid) => return Ok(created(uid, deleted_uid)),
+                Created::AppearedMeanwhile { lost_answer } => {
+                    maybe_ours = lost_answer;
+                    continue;
                 }
-                Created::AppearedMeanwhile => continue,
                 Created::Skipped(reason) => return Ok(Written::skipped(reason)),
             }
         };
+        if let Some(sent) = maybe_ours.take()
+            && data_value(&current) == Some(sent.as_slice())
+        {
+            // The password in it is this run's: no one else could have written it.
+            debug!(
+                namespace,
+                secret = name,
+                "our create's answer was lost; the Secret found is the one it created"
+            );
+            return Ok(created(current.metadata.uid, deleted_uid));
+        }
         let uid = current.metadata.uid.clone();
         match update(api, desired, &current).await? {
             Updated::Done(written) => return Ok(written),
@@ -207,7 +233,11 @@ pub async fn refresh(
 
 enum Created {
     Done(Option<String>),
-    AppearedMeanwhile,
+    /// 409 AlreadyExists. When an earlier attempt of the POST failed (its answer may have
+    /// been lost after the server stored it), what it sent.
+    AppearedMeanwhile {
+        lost_answer: Option<Vec<u8>>,
+    },
     Skipped(SkipReason),
 }
 
@@ -219,9 +249,17 @@ async fn create(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Created, Sec
         dry_run: desired.dry_run,
         field_manager: Some(FIELD_MANAGER.to_owned()),
     };
-    match retry::send("create secret", || api.create(&params, &secret)).await {
+    let mut tries = 0;
+    let sent = retry::send("create secret", || {
+        tries += 1;
+        api.create(&params, &secret)
+    })
+    .await;
+    match sent {
         Ok(created) => Ok(Created::Done(created.metadata.uid)),
-        Err(RequestError::Api(s)) if s.is_already_exists() => Ok(Created::AppearedMeanwhile),
+        Err(RequestError::Api(s)) if s.is_already_exists() => Ok(Created::AppearedMeanwhile {
+            lost_answer: (tries > 1).then(|| data_value(&secret).unwrap_or_default().to_vec()),
+        }),
         Err(RequestError::Api(s)) if is_namespace_terminating(&s) => {
             Ok(Created::Skipped(SkipReason::NamespaceTerminating))
         }
@@ -269,12 +307,7 @@ async fn update(
                 .collect()
         })
         .unwrap_or_default();
-    let value = current
-        .data
-        .as_ref()
-        .and_then(|d| d.get(DATA_KEY))
-        .map(|b| b.0.as_slice());
-    let merged = docker_config::merge(value, &desired.credentials, &previously_ours)?;
+    let merged = docker_config::merge(data_value(current), &desired.credentials, &previously_ours)?;
     let (kept_entries, dropped_entries) = (merged.kept.len(), merged.dropped.clone());
     // The new value is derived from the one read (what it keeps, and what it leaves out): it is
     // only written over that version. An entry added since our read is re-read, not erased.
@@ -308,16 +341,26 @@ async fn update(
     );
     written.kept_entries = kept_entries;
     written.dropped_entries = dropped_entries;
+    if current.metadata.deletion_timestamp.is_some() {
+        let held_by = current
+            .metadata
+            .finalizers
+            .as_deref()
+            .unwrap_or_default()
+            .join(",");
+        written.warn(format!(
+            "the Secret is being deleted (deletionTimestamp set; held by finalizers: {held_by}): it was \
+             written, but disappears once those finalizers are removed; the next run then creates it fresh"
+        ));
+    }
     if !desired.dry_run && last_applied_holds_ours(&applied, desired) {
         // The refresh itself is done: a failure here is reported, not turned into one.
         match remove_last_applied(api, name, desired, applied).await {
             Ok(removed) => written.removed_last_applied = removed,
-            Err(e) => {
-                written.warning = Some(format!(
-                    "kubectl's last-applied-configuration annotation, which holds a copy of the old \
-                     password, could not be removed: {e}"
-                ))
-            }
+            Err(e) => written.warn(format!(
+                "kubectl's last-applied-configuration annotation, which holds a copy of the old \
+                 password, could not be removed: {e}"
+            )),
         }
     }
     Ok(Updated::Done(written))
@@ -420,6 +463,15 @@ fn body(
         data: Some(BTreeMap::from([(DATA_KEY.to_owned(), ByteString(value))])),
         ..Secret::default()
     }
+}
+
+/// The Secret's `.dockerconfigjson` bytes.
+fn data_value(secret: &Secret) -> Option<&[u8]> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(DATA_KEY))
+        .map(|b| b.0.as_slice())
 }
 
 fn is_namespace_terminating(s: &kube::core::Status) -> bool {

@@ -30,11 +30,23 @@ pub fn first_of_each<T: Eq + std::hash::Hash + Clone>(mut items: Vec<T>) -> Vec<
     items
 }
 
+/// The spellings of true and false, in any letter case.
+const TRUE: [&str; 3] = ["true", "yes", "1"];
+const FALSE: [&str; 3] = ["false", "no", "0"];
+
 pub fn parse_bool(s: &str) -> Result<bool, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" => Ok(true),
-        "false" | "0" | "no" => Ok(false),
-        _ => Err("must be 'true' or 'false'".into()),
+    let s = s.to_ascii_lowercase();
+    if TRUE.contains(&s.as_str()) {
+        Ok(true)
+    } else if FALSE.contains(&s.as_str()) {
+        Ok(false)
+    } else {
+        // The message is built from the lists, so it names exactly what is accepted.
+        Err(format!(
+            "must be true or false (also accepted: {} for true, {} for false; any letter case)",
+            TRUE[1..].join(", "),
+            FALSE[1..].join(", ")
+        ))
     }
 }
 

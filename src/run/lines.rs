@@ -8,7 +8,7 @@ use crate::secret::{SkipReason, Written};
 
 pub fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
     let error = format!("left undone: {reason}; the next run covers it");
-    error!(namespace, secret, outcome = %Outcome::Failed, %error, "namespace failed");
+    error!(namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", %error, "namespace failed");
 }
 
 /// The namespace's one line: the level says how it went, the fields what happened.
@@ -35,7 +35,7 @@ pub fn log_written(
         (Outcome::WouldCreate, _) => "dry run: Secret would be created",
         (Outcome::WouldUpdate, _) => "dry run: Secret would be updated in place",
         (Outcome::Skipped, Some(SkipReason::NamespaceNotFound)) => {
-            "namespace skipped: it does not exist"
+            "namespace skipped: it does not exist; check ECR_REFRESH_NAMESPACES for a typo"
         }
         (Outcome::Skipped, _) => "namespace skipped",
         (Outcome::Failed, _) => "namespace failed",
@@ -78,9 +78,12 @@ pub fn log_written(
 pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
     let message = if report.exit_code() == exit::OK {
         "run complete"
+    } else if report.failed.is_empty() && !report.listing_incomplete {
+        "run finished: namespaces named in ECR_REFRESH_NAMESPACES do not exist; fix the list"
     } else {
         "run finished with failures"
     };
+    let not_found = report.not_found.join(",");
     let sa = |outcome| report.service_accounts.get(&outcome).copied().unwrap_or(0);
     info!(
         namespaces = report.total(),
@@ -98,6 +101,8 @@ pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
         sa_would_add = sa(AccountOutcome::WouldAdd),
         sa_failed = sa(AccountOutcome::Failed),
         listing_incomplete = report.listing_incomplete,
+        not_found = report.not_found.len(),
+        not_found_namespaces = %not_found,
         dry_run = config.dry_run,
         registries = %summary.registries.join(","),
         token_expires_at = %summary.token_expires_at,

@@ -196,8 +196,11 @@ async fn refresh_all(
         .buffer_unordered(config.concurrency)
         .fold(
             Report::default(),
-            |mut report, (namespace, outcome, accounts)| async move {
+            |mut report, (namespace, outcome, accounts, reason)| async move {
                 report.record(&namespace, outcome, &accounts);
+                if reason == Some(SkipReason::NamespaceNotFound) {
+                    report.not_found.push(namespace);
+                }
                 report
             },
         );
@@ -219,19 +222,19 @@ async fn refresh_namespace(
     desired: &Desired<'_>,
     stop: &Stop,
     candidate: Candidate,
-) -> (String, Outcome, Vec<AccountOutcome>) {
+) -> (String, Outcome, Vec<AccountOutcome>, Option<SkipReason>) {
     let namespace = candidate.name;
     let secret = config.secret_name.as_str();
     if let Some(reason) = stop.reason() {
         log_left_undone(&namespace, secret, reason);
-        return (namespace, Outcome::Failed, Vec::new());
+        return (namespace, Outcome::Failed, Vec::new(), None);
     }
     if candidate.terminating {
         let written = Written::skipped(SkipReason::NamespaceTerminating);
         log_written(&namespace, secret, &written, "", "");
-        return (namespace, Outcome::Skipped, Vec::new());
+        return (namespace, Outcome::Skipped, Vec::new(), written.reason);
     }
-    let (outcome, accounts) = tokio::select! {
+    let (outcome, accounts, skipped) = tokio::select! {
         done = write_namespace(config, client, desired, &namespace) => done,
         () = stop.abandoned() => {
             let error = format!(
@@ -239,11 +242,11 @@ async fn refresh_namespace(
                  the next run covers it",
                 SHUTDOWN_GRACE.as_secs()
             );
-            error!(%namespace, secret, outcome = %Outcome::Failed, %error, "namespace failed");
-            (Outcome::Failed, Vec::new())
+            error!(%namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", %error, "namespace failed");
+            (Outcome::Failed, Vec::new(), None)
         }
     };
-    (namespace, outcome, accounts)
+    (namespace, outcome, accounts, skipped)
 }
 
 /// The Secret, then the ServiceAccounts; one log line.
@@ -252,14 +255,14 @@ async fn write_namespace(
     client: &Client,
     desired: &Desired<'_>,
     namespace: &str,
-) -> (Outcome, Vec<AccountOutcome>) {
+) -> (Outcome, Vec<AccountOutcome>, Option<SkipReason>) {
     let secret = config.secret_name.as_str();
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let written = match secret::refresh(&api, namespace, desired).await {
         Ok(written) => written,
         Err(e) => {
             error!(namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", error = %e, "namespace failed");
-            return (Outcome::Failed, Vec::new());
+            return (Outcome::Failed, Vec::new(), None);
         }
     };
     let mut accounts = Vec::new();
@@ -289,5 +292,5 @@ async fn write_namespace(
         &account_notes.join(","),
         &account_errors.join("; "),
     );
-    (written.outcome, accounts)
+    (written.outcome, accounts, written.reason)
 }

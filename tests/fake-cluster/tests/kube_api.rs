@@ -1398,3 +1398,119 @@ fn delete_removes_and_records_none() {
         404
     );
 }
+
+#[test]
+fn finalizers_hold_a_deleted_object_until_they_are_removed() {
+    let c = cluster_with(&["a"]);
+    let mut held = docker_secret("a", "s", CFG);
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    c.seed(Resource::Secrets, held, "kubectl-create");
+
+    let r = send(&c.url(), "DELETE", &secret_path("a", "s"), None, "");
+    assert_eq!(r.status, 200);
+    assert!(r.body["metadata"]["deletionTimestamp"].is_string());
+    let stored = c.get(Resource::Secrets, "a", "s").expect("still there");
+    assert!(stored["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(
+        stored["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+
+    // Updates still work, but no finalizer may be added.
+    let r = apply(
+        &c.url(),
+        &secret_path("a", "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret("a", "s", CFG),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert!(r.body["metadata"]["deletionTimestamp"].is_string());
+    let mut more = docker_secret("a", "s", CFG);
+    more["metadata"]["finalizers"] = json!(["example.com/more"]);
+    let r = apply(&c.url(), &secret_path("a", "s"), "other", true, &more);
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.message(),
+        r#"Secret "s" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{"example.com/more"}"#
+    );
+
+    // The last finalizer removed, the object goes.
+    let r = patch(
+        &c.url(),
+        &secret_path("a", "s"),
+        "application/merge-patch+json",
+        &json!({"metadata": {"finalizers": null}}),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert!(c.get(Resource::Secrets, "a", "s").is_none());
+}
+
+#[test]
+fn a_seeded_object_being_deleted_keeps_its_deletion_timestamp_only_with_finalizers() {
+    let c = cluster_with(&["a"]);
+    for (name, finalizers, kept) in [
+        ("held", json!(["example.com/hold"]), true),
+        ("free", json!([]), false),
+    ] {
+        let mut s = docker_secret("a", name, CFG);
+        s["metadata"]["finalizers"] = finalizers;
+        s["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let stored = c.seed(Resource::Secrets, s, "kubectl-create");
+        assert_eq!(
+            stored["metadata"]["deletionTimestamp"].is_string(),
+            kept,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_lost_answer_is_served_but_never_heard() {
+    let c = cluster_with(&["a"]);
+    c.add_fault(Fault::lose_answer("POST", "/secrets$").times(1));
+    let addr = c.url().replace("http://", "");
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    let body = docker_secret("a", "s", CFG).to_string();
+    use std::io::{Read, Write};
+    write!(
+        stream,
+        "POST /api/v1/namespaces/a/secrets HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(!text.contains("\"uid\""), "no answer arrives: {text}");
+    assert!(
+        c.get(Resource::Secrets, "a", "s").is_some(),
+        "but the Secret was stored"
+    );
+    assert_eq!(c.requests()[0].status, 0);
+}
+
+#[test]
+fn an_outage_refuses_connections_then_the_server_comes_back_with_its_state() {
+    let c = cluster_with(&["a"]);
+    seed_secret(&c, "a", "s", "kubectl-create");
+    let addr = c.url().replace("http://", "");
+    c.outage(Duration::from_secs(1));
+    let refused = std::net::TcpStream::connect(&addr);
+    assert_eq!(
+        refused.map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::ConnectionRefused
+    );
+    let back = std::time::Instant::now();
+    loop {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            break;
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(10),
+            "the server came back"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(get(&c.url(), &secret_path("a", "s")).status, 200);
+}

@@ -524,11 +524,13 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         added_latency(shared.latency).await;
     }
     let fault = shared.lock().take_fault(method, path);
+    let mut lose_answer = false;
     let outcome = match fault {
-        Some((latency, answer)) => {
+        Some((latency, answer, lose)) => {
             if let Some(latency) = latency {
                 tokio::time::sleep(latency).await;
             }
+            lose_answer = lose;
             answer
         }
         None => None,
@@ -553,6 +555,8 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 _ => shared.serve(&route, &req),
             });
             match result {
+                // Served (the store changed, or not), but the client hears nothing.
+                _ if lose_answer => (0, Value::Null, None),
                 Ok((code, body)) => (code, body, None),
                 Err(e) => (e.code, e.body, e.retry_after),
             }

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use regex::Regex;
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::mpsc;
 
 use admission::Admission;
 use rbac::Rbac;
@@ -82,7 +82,8 @@ pub struct Recorded {
     /// Raw query string (without `?`), empty when none.
     pub query: String,
     pub content_type: Option<String>,
-    /// 0 when a fault cut the connection instead of answering.
+    /// 0 when a fault cut the connection instead of answering (before serving, or after:
+    /// `Fault::lose_answer`).
     pub status: u16,
     /// Request body as text (empty when none).
     pub body: String,
@@ -107,6 +108,9 @@ pub struct Fault {
     /// Cut the connection mid-answer instead of answering (a dropped connection, a proxy or
     /// load balancer reset): the request log records status 0.
     pub hang_up: bool,
+    /// Serve the request, then cut the connection before the answer arrives: the change is
+    /// stored, the client never hears of it. The request log records status 0.
+    pub lose_answer: bool,
 }
 
 impl Fault {
@@ -121,6 +125,16 @@ impl Fault {
             latency: None,
             count: None,
             hang_up: false,
+            lose_answer: false,
+        }
+    }
+    /// A rule that serves matching requests, then cuts the connection before the answer
+    /// reaches the client (a proxy or an API server restart at the wrong moment).
+    pub fn lose_answer(method: &str, path: &str) -> Self {
+        Fault {
+            lose_answer: true,
+            status: None,
+            ..Fault::new(method, path, 0)
         }
     }
     /// A rule that cuts the connection of matching requests mid-answer.
@@ -142,6 +156,7 @@ impl Fault {
             latency: Some(latency),
             count: None,
             hang_up: false,
+            lose_answer: false,
         }
     }
     pub fn times(self, n: usize) -> Self {
@@ -178,8 +193,9 @@ struct ActiveFault {
     remaining: Option<usize>,
 }
 
-/// What a fault makes of a request: added latency, and the answer if it replaces serving.
-type FaultOutcome = (Option<Duration>, Option<(u16, Value, Option<u64>)>);
+/// What a fault makes of a request: added latency, the answer if it replaces serving, and
+/// whether the answer is lost after serving.
+type FaultOutcome = (Option<Duration>, Option<(u16, Value, Option<u64>)>, bool);
 
 /// The mutable state, behind the one lock.
 #[derive(Default)]
@@ -212,7 +228,7 @@ impl Inner {
                 .status
                 .map(|code| http::fault_answer(code, fault.body.clone(), fault.retry_after_seconds))
         };
-        Some((fault.latency, answer))
+        Some((fault.latency, answer, fault.lose_answer))
     }
 }
 
@@ -326,39 +342,97 @@ impl FakeClusterBuilder {
             request_count: AtomicUsize::new(0),
             port,
         });
-        let (stop, stopped) = oneshot::channel::<()>();
+        let (control, commands) = mpsc::unbounded_channel::<Command>();
         let app = axum::Router::new()
             .fallback(http::handle)
             .with_state(Arc::clone(&shared));
         let thread = std::thread::Builder::new()
             .name(format!("fake-cluster-{port}"))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("fake cluster: tokio runtime");
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .expect("fake cluster: listener into tokio");
-                    tokio::select! {
-                        served = axum::serve(listener, app) => {
-                            if let Err(e) = served {
-                                eprintln!("fake cluster on port {port} stopped: {e}");
-                            }
-                        }
-                        _ = stopped => {}
-                    }
-                });
-                // Drop open connections instead of waiting for clients to close them.
-                runtime.shutdown_background();
-            })
+            .spawn(move || serve(listener, app, port, commands))
             .expect("fake cluster: spawning the server thread");
         FakeCluster {
             shared,
             port,
-            stop: Some(stop),
+            control,
             thread: Some(thread),
+        }
+    }
+}
+
+/// What the server thread is told to do.
+enum Command {
+    Stop,
+    /// Close the listener and every open connection, stay away this long, then listen again
+    /// on the same port; `down` is answered once nothing listens any more.
+    Outage {
+        duration: Duration,
+        down: std::sync::mpsc::Sender<()>,
+    },
+}
+
+/// The server thread: serves until told to stop. An outage drops the runtime, which closes
+/// the listener and every connection at once (as a restarting API server does), and
+/// re-binds the same port afterwards; the state lives in `Shared`, outside, and is kept.
+fn serve(
+    listener: StdListener,
+    app: axum::Router,
+    port: u16,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut listener = Some(listener);
+    loop {
+        let std_listener = match listener.take() {
+            Some(l) => l,
+            None => rebind(port),
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("fake cluster: tokio runtime");
+        let command = runtime.block_on(async {
+            let listener = tokio::net::TcpListener::from_std(std_listener)
+                .expect("fake cluster: listener into tokio");
+            tokio::select! {
+                served = axum::serve(listener, app.clone()) => {
+                    if let Err(e) = served {
+                        eprintln!("fake cluster on port {port} stopped: {e}");
+                    }
+                    Command::Stop
+                }
+                command = commands.recv() => command.unwrap_or(Command::Stop),
+            }
+        });
+        // Drop open connections instead of waiting for clients to close them.
+        runtime.shutdown_background();
+        match command {
+            Command::Stop => return,
+            Command::Outage { duration, down } => {
+                let _ = down.send(());
+                std::thread::sleep(duration);
+            }
+        }
+    }
+}
+
+/// The same port again, once the old listener is gone. std sets SO_REUSEADDR on Unix, so
+/// connections still in TIME_WAIT do not hold the port; anything else gets a few tries.
+fn rebind(port: u16) -> StdListener {
+    let mut tries = 0;
+    loop {
+        match StdListener::bind(("127.0.0.1", port)) {
+            Ok(listener) => {
+                listener
+                    .set_nonblocking(true)
+                    .expect("fake cluster: a bound socket can be made non-blocking");
+                return listener;
+            }
+            Err(e) if tries < 100 => {
+                tries += 1;
+                eprintln!("fake cluster: re-binding 127.0.0.1:{port}: {e}; trying again");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("fake cluster: re-binding 127.0.0.1:{port}: {e}"),
         }
     }
 }
@@ -367,16 +441,14 @@ impl FakeClusterBuilder {
 pub struct FakeCluster {
     shared: Arc<Shared>,
     port: u16,
-    stop: Option<oneshot::Sender<()>>,
+    control: mpsc::UnboundedSender<Command>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Drop for FakeCluster {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            // The server may already be gone; then there is nothing to stop.
-            let _ = stop.send(());
-        }
+        // The server may already be gone; then there is nothing to stop.
+        let _ = self.control.send(Command::Stop);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -553,6 +625,21 @@ users:
             name,
             Hook::Change(Box::new(change)),
         );
+    }
+    /// An API server outage (a restart, a load balancer failing over): the listener and every
+    /// open connection are closed, so connecting is refused and requests in flight are cut;
+    /// after `duration` the server listens on the same port again, its state as it was.
+    /// Returns once nothing listens any more.
+    ///
+    /// Panics when the server thread is gone.
+    pub fn outage(&self, duration: Duration) {
+        let (down, is_down) = std::sync::mpsc::channel();
+        self.control
+            .send(Command::Outage { duration, down })
+            .expect("fake cluster: the server thread is running");
+        is_down
+            .recv()
+            .expect("fake cluster: the server thread answers an outage");
     }
     /// The next continue token that is presented is answered with 410 Expired.
     pub fn expire_next_continue(&self) {

@@ -129,6 +129,15 @@ fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
+fn finalizers(obj: &Value) -> Vec<&str> {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 fn secret_type(obj: &Value) -> &str {
     obj.get("type").and_then(Value::as_str).unwrap_or("Opaque")
 }
@@ -157,6 +166,25 @@ fn validate(
             }
         }
         Some(old) => {
+            // apimachinery/pkg/api/validation/objectmeta.go, ValidateObjectMetaUpdate calls
+            // ValidateNoNewFinalizers when the old object has a deletionTimestamp.
+            if !old["metadata"]["deletionTimestamp"].is_null() {
+                let had = finalizers(old);
+                let added: Vec<&str> = finalizers(new)
+                    .into_iter()
+                    .filter(|f| !had.contains(f))
+                    .collect();
+                if !added.is_empty() {
+                    let listed: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+                    errors.push(FieldError::Forbidden {
+                        field: "metadata.finalizers".into(),
+                        detail: format!(
+                            "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                            listed.join(", ")
+                        ),
+                    });
+                }
+            }
             let (new_uid, old_uid) = (meta_str(new, "uid"), meta_str(old, "uid"));
             if new_uid != old_uid {
                 errors.push(FieldError::Invalid {
@@ -494,6 +522,11 @@ impl Store {
         let terminating = obj["status"]["phase"] == "Terminating";
         let deletion = obj["metadata"]["deletionTimestamp"].clone();
         Self::prepare_create(resource, &namespace, &name, &mut obj);
+        // An object being deleted and held by finalizers (the real server would refuse to
+        // create one with a deletionTimestamp: BeforeCreate clears it; seeding is the way in).
+        if resource != Resource::Namespaces && !deletion.is_null() && !finalizers(&obj).is_empty() {
+            metadata_mut(&mut obj).insert("deletionTimestamp".into(), deletion.clone());
+        }
         if terminating {
             metadata_mut(&mut obj).insert(
                 "deletionTimestamp".into(),
@@ -789,6 +822,15 @@ impl Store {
         if dry_run {
             return Ok(Self::dry(new, &managers));
         }
+        // registry/generic/registry/store.go (Update, shouldDeleteDuringUpdate): the last
+        // finalizer gone from an object being deleted, the object goes.
+        if resource != Resource::Namespaces
+            && !live.obj["metadata"]["deletionTimestamp"].is_null()
+            && finalizers(&new).is_empty()
+        {
+            self.remove(resource, &k);
+            return Ok(new);
+        }
         Ok(self.store(resource, k, new, managers))
     }
 
@@ -968,7 +1010,8 @@ impl Store {
         ))
     }
 
-    /// DELETE: objects go at once; a namespace turns Terminating (nothing finalizes it).
+    /// DELETE: objects go at once unless finalizers hold them; a namespace turns Terminating
+    /// (nothing finalizes it).
     pub fn delete(
         &mut self,
         resource: Resource,
@@ -1012,6 +1055,20 @@ impl Store {
             let mut obj = live.obj.clone();
             obj["status"]["phase"] = json!("Terminating");
             metadata_mut(&mut obj).insert("deletionTimestamp".into(), json!(now()));
+            return Ok(self.store(resource, k, obj, live.managers));
+        }
+        // registry/generic/registry/store.go (Delete, updateForGracefulDeletionAndFinalizers,
+        // markAsDeleting): finalizers keep the object, marked with a deletionTimestamp and a
+        // grace of 0, until they are removed. The answer is 200 with the object: 202 only when
+        // the request set orphanDependents=false (endpoints/handlers/delete.go).
+        if !finalizers(&live.obj).is_empty() {
+            if !live.obj["metadata"]["deletionTimestamp"].is_null() {
+                return Ok(live.obj);
+            }
+            let mut obj = live.obj.clone();
+            let meta = metadata_mut(&mut obj);
+            meta.insert("deletionTimestamp".into(), json!(now()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
             return Ok(self.store(resource, k, obj, live.managers));
         }
         self.remove(resource, &k);
