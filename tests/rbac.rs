@@ -113,10 +113,15 @@ fn every_verb_the_cluster_role_grants_is_one_a_run_needs() {
     let granted = grants(&role);
     assert_eq!(
         granted.len(),
-        6,
-        "namespaces list; secrets get, create, patch; serviceaccounts get, patch: {granted:?}"
+        7,
+        "namespaces list; secrets get, create, patch; serviceaccounts get, patch; events create: {granted:?}"
     );
     for (resource, verb) in granted {
+        // Events are best effort: without create on them a run passes and warns once
+        // (tests/events.rs).
+        if resource == "events" {
+            continue;
+        }
         let h = scenario(&without(&role, &resource, &verb));
 
         let run = h.run(FULL);
