@@ -29,7 +29,7 @@ fn seed_wrong_type(h: &Harness, namespace: &str) -> String {
 }
 
 fn event_posts(h: &Harness) -> Vec<u16> {
-    h.statuses("POST", "/events")
+    h.statuses("POST", EVENTS_PATH)
 }
 
 /// The one Event in `namespace`.
