@@ -123,6 +123,35 @@ fn a_run_where_every_namespace_succeeds_writes_no_event() {
 }
 
 #[test]
+fn a_service_account_that_cannot_be_given_the_secret_gets_an_event_regarding_the_secret() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    h.cluster.seed(
+        fake_cluster::Resource::ServiceAccounts,
+        json!({ "metadata": { "name": "default", "namespace": "team-a" } }),
+        "kube-controller-manager",
+    );
+    h.cluster.add_fault(Fault::new(
+        "PATCH",
+        "^/api/v1/namespaces/team-a/serviceaccounts/default$",
+        403,
+    ));
+
+    let run = h.run(&[("ECR_REFRESH_SERVICE_ACCOUNTS", "default")]);
+
+    run.expect_code(1);
+    let secret = h.secret("team-a").expect("the Secret was written");
+    let event = only_event(&h, "team-a");
+    assert_eq!(event["reason"], "ServiceAccountFailed");
+    assert_eq!(event["regarding"]["uid"], uid(&secret).as_str());
+    let note = event["note"].as_str().unwrap();
+    assert!(
+        note.contains("refreshed image-pull Secret") && note.contains("imagePullSecrets"),
+        "{note}"
+    );
+}
+
+#[test]
 fn events_false_writes_no_event() {
     let h = Harness::new();
     h.namespaces(&["team-a"]);
