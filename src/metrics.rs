@@ -195,6 +195,8 @@ pub struct RunEnd<'a> {
     pub finished_at: SystemTime,
     pub duration: Duration,
     pub exit_code: u8,
+    /// A dry run refreshes nothing: it is no success, and leaves the Secrets' expiry as it was.
+    pub dry_run: bool,
     /// None when the run ended before any namespace (exit 3, or stopped early).
     pub report: Option<&'a Report>,
     /// Each region's token expiry; empty when no token was fetched.
@@ -202,8 +204,9 @@ pub struct RunEnd<'a> {
 }
 
 impl RunEnd<'_> {
+    /// Whether the run refreshed every selected namespace: then it replaces the group.
     pub fn succeeded(&self) -> bool {
-        self.exit_code == exit::OK
+        self.exit_code == exit::OK && !self.dry_run
     }
 }
 
@@ -280,7 +283,7 @@ pub fn encode(run: &RunEnd<'_>) -> String {
             "Selected namespaces in the last run, by what happened to their Secret",
             namespaces,
         );
-        if let Some(earliest) = report.earliest_expiry {
+        if let Some(earliest) = report.earliest_expiry.filter(|_| !run.dry_run) {
             gauge(
                 &mut registry,
                 "secrets_earliest_expiry_timestamp_seconds",
@@ -468,6 +471,7 @@ mod tests {
         let mut report = Report::default();
         report.record("a", Outcome::Updated, &[]);
         report.record("b", Outcome::Failed, &[]);
+        report.record_expiry(Some(UNIX_EPOCH + Duration::from_secs(3_000)));
         let expiry = BTreeMap::from([(
             "us-east-1".to_owned(),
             UNIX_EPOCH + Duration::from_secs(2_000),
@@ -476,6 +480,7 @@ mod tests {
             finished_at: UNIX_EPOCH + Duration::from_secs(1_000),
             duration: Duration::from_millis(1500),
             exit_code,
+            dry_run: false,
             report: Some(&report),
             token_expiry: &expiry,
         };
@@ -499,8 +504,19 @@ mod tests {
             assert!(failed.lines().any(|l| l == line), "{line} in:\n{failed}");
         }
         assert!(
-            !failed.contains("earliest_expiry"),
-            "no namespace recorded an expiry"
+            failed.contains("ecr_refresh_secrets_earliest_expiry_timestamp_seconds 3000.0"),
+            "the namespaces written count: {failed}"
         );
+
+        let dry = encode(&RunEnd {
+            dry_run: true,
+            ..run(exit::OK)
+        });
+        assert!(!dry.contains("last_success"), "a dry run is no success");
+        assert!(
+            !dry.contains("earliest_expiry"),
+            "a dry run leaves the Secrets as they were"
+        );
+        assert!(ok.contains("earliest_expiry_timestamp_seconds 3000.0"));
     }
 }

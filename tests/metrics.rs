@@ -431,7 +431,11 @@ fn a_run_that_writes_nothing_pushes_its_counts_and_no_secret_expiry() {
             .is_some()
     );
 
-    // A dry run writes nothing either; its would-be writes hold the token's expiry.
+    // A dry run writes nothing either, and refreshes nothing: it pushes its counts with
+    // POST, and neither a success nor a Secret expiry.
+    let skipped_at = gateway
+        .value("ecr_refresh_last_success_timestamp_seconds", &[])
+        .expect("the skipped run succeeded");
     h.namespaces(&["team-b"]);
     h.run(&[
         ("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str()),
@@ -446,6 +450,14 @@ fn a_run_that_writes_nothing_pushes_its_counts_and_no_secret_expiry() {
     assert_eq!(
         gateway.value("ecr_refresh_namespaces", &[("outcome", "would-update")]),
         Some(1.0)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_last_success_timestamp_seconds", &[]),
+        Some(skipped_at)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[]),
+        None
     );
 }
 

@@ -88,6 +88,7 @@ async fn push_metrics(
             finished_at: SystemTime::now(),
             duration: started.elapsed(),
             exit_code,
+            dry_run: config.dry_run,
             report,
             token_expiry,
         };
