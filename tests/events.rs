@@ -265,7 +265,21 @@ fn kubectl_get_events_shows_the_event_in_the_namespace() {
     let json: Value = serde_json::from_str(&get(&["get", "events", "-n", "team-a", "-o", "json"]))
         .expect("kubectl prints JSON");
 
-    assert!(table.contains(&format!("{SECRET}.")), "{table}");
+    // The columns a real server's Table gives, the Event's in them.
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{table}"
+    );
+    let row = table.lines().nth(1).expect("one row");
+    assert!(
+        row.contains("Warning")
+            && row.contains("WrongSecretType")
+            && row.contains(&format!("secret/{SECRET}"))
+            && row.contains("type Opaque"),
+        "{table}"
+    );
     let items = json["items"].as_array().expect("items");
     assert_eq!(items.len(), 1, "{json}");
     // kubectl asks for core/v1: the same Event, with core/v1's field names.

@@ -514,6 +514,70 @@ impl Events {
         })
     }
 
+    /// The list as a server-side Table, as kubectl asks for it (`Accept: ...;as=Table`): the
+    /// columns and cells of pkg/printers/internalversion/printers.go, printEvent (the server
+    /// fills every column; kubectl shows those of priority 0 unless `-o wide`).
+    pub fn table(&self, namespace: Option<&str>, resource_version: u64) -> Value {
+        let column = |name: &str, priority: u8| {
+            json!({"name": name, "type": if name == "Count" { "integer" } else { "string" },
+                   "format": "", "description": "", "priority": priority})
+        };
+        let columns = vec![
+            column("Last Seen", 0),
+            column("Type", 0),
+            column("Reason", 0),
+            column("Object", 0),
+            column("Subobject", 1),
+            column("Source", 1),
+            column("Message", 0),
+            column("First Seen", 1),
+            column("Count", 1),
+            column("Name", 1),
+        ];
+        let rows: Vec<Value> = self
+            .items
+            .iter()
+            .filter(|((ns, _), _)| namespace.is_none_or(|want| ns == want))
+            .map(|(_, e)| {
+                let involved = &e["involvedObject"];
+                let kind = str_of(involved, "kind").to_lowercase();
+                let target = match str_of(involved, "name") {
+                    "" => kind,
+                    name => format!("{kind}/{name}"),
+                };
+                let seen = since(if is_set(e, "lastTimestamp") {
+                    str_of(e, "lastTimestamp")
+                } else if is_set(e, "firstTimestamp") {
+                    str_of(e, "firstTimestamp")
+                } else {
+                    str_of(e, "eventTime")
+                });
+                let source = [
+                    str_of(e, "reportingComponent"),
+                    str_of(e, "reportingInstance"),
+                ]
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(", ");
+                json!({
+                    "cells": [seen, str_of(e, "type"), str_of(e, "reason"), target,
+                              str_of(involved, "fieldPath"), source, str_of(e, "message").trim(),
+                              seen, e["count"].as_i64().unwrap_or(1), e["metadata"]["name"]],
+                    "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                               "metadata": e["metadata"]},
+                })
+            })
+            .collect();
+        json!({
+            "kind": "Table",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"resourceVersion": resource_version.to_string()},
+            "columnDefinitions": columns,
+            "rows": rows,
+        })
+    }
+
     /// Every Event in `namespace`, in events.k8s.io/v1 form.
     pub fn in_namespace(&self, namespace: &str) -> Vec<Value> {
         self.items
@@ -521,6 +585,22 @@ impl Events {
             .filter(|((ns, _), _)| ns == namespace)
             .map(|(_, e)| shown(e, EventApi::Events))
             .collect()
+    }
+}
+
+/// `duration.HumanDuration` since an RFC 3339 time, roughly: `42s`, `3m12s`, `25m`, `5h`.
+fn since(time: &str) -> String {
+    let Ok(at) = chrono::DateTime::parse_from_rfc3339(time) else {
+        return "<unknown>".to_owned();
+    };
+    let s = (chrono::Utc::now() - at.with_timezone(&chrono::Utc))
+        .num_seconds()
+        .max(0);
+    match s {
+        0..120 => format!("{s}s"),
+        120..600 => format!("{}m{}s", s / 60, s % 60),
+        600..10800 => format!("{}m", s / 60),
+        _ => format!("{}h", s / 3600),
     }
 }
 

@@ -152,6 +152,8 @@ struct Incoming<'a> {
     query: Query,
     content_type: Option<&'a str>,
     user_agent: &'a str,
+    /// What the client accepts: kubectl asks for a server-side Table.
+    accept: &'a str,
     body: &'a [u8],
 }
 
@@ -301,6 +303,9 @@ impl Shared {
             (EventRoute::Collection { api, namespace }, "GET") => {
                 let state = self.lock();
                 let rv = state.store.resource_version();
+                if req.accept.contains("as=Table") {
+                    return Ok((200, state.events.table(namespace.as_deref(), rv)));
+                }
                 Ok((200, state.events.list(*api, namespace.as_deref(), rv)))
             }
             (
@@ -645,6 +650,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 query: Query::parse(parts.uri.query().unwrap_or_default()),
                 content_type,
                 user_agent: header(header::USER_AGENT).unwrap_or_default(),
+                accept: header(header::ACCEPT).unwrap_or_default(),
                 body: &body,
             };
             let route = route(path);
