@@ -8,6 +8,7 @@ use kube::client::retry::RetryPolicy;
 use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 
+use crate::metrics;
 use crate::retry::{self, ATTEMPT_TIMEOUT, RequestError};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -55,6 +56,8 @@ pub async fn connect() -> Result<(Client, String), ClusterError> {
     .expect("the throttling backoff's bounds are valid");
     let client = ClientBuilder::try_from(config)
         .map_err(ClusterError::Client)?
+        // Innermost: counts every HTTP attempt, retries included, for the run's metrics.
+        .with_layer(&tower::util::MapRequestLayer::new(metrics::count_request))
         // Retry needs a service it can clone: the buffer is one.
         .with_layer(&BufferLayer::new(1024))
         .with_layer(&RetryLayer::new(policy))

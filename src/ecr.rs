@@ -97,6 +97,14 @@ impl Tokens {
             .collect()
     }
 
+    /// Each region's expiry, for the metrics.
+    pub fn expiry_by_region(&self) -> std::collections::BTreeMap<String, SystemTime> {
+        self.0
+            .iter()
+            .filter_map(|t| Some((t.region.clone(), SystemTime::try_from(t.expires_at).ok()?)))
+            .collect()
+    }
+
     /// The earliest expiry, RFC 3339: when the Secret stops working.
     pub fn expires_at(&self) -> String {
         self.0

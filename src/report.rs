@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::SystemTime;
 
 use serde::Serialize;
 
@@ -21,6 +22,17 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, for code that reports each (the metrics, with zeros).
+    pub const ALL: [Outcome; 7] = [
+        Self::Created,
+        Self::Updated,
+        Self::Recreated,
+        Self::Skipped,
+        Self::Failed,
+        Self::WouldCreate,
+        Self::WouldUpdate,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Created => "created",
@@ -95,6 +107,9 @@ pub struct Report {
     /// Namespaces named in ECR_REFRESH_NAMESPACES that do not exist (skipped): a typo, or a
     /// namespace gone, either way the configuration names something that is not there.
     pub not_found: Vec<String>,
+    /// The earliest expiry among the Secrets after the run: when the first pull fails
+    /// unless a run refreshes it. Failed and skipped namespaces have none to count.
+    pub earliest_expiry: Option<SystemTime>,
 }
 
 impl Report {
@@ -105,6 +120,13 @@ impl Report {
         }
         if outcome == Outcome::Failed || accounts.contains(&AccountOutcome::Failed) {
             self.failed.push(namespace.to_owned());
+        }
+    }
+
+    /// Keeps the earliest of the Secrets' expiries (`secret::Written::expires_at`).
+    pub fn record_expiry(&mut self, expires_at: Option<SystemTime>) {
+        if let Some(at) = expires_at {
+            self.earliest_expiry = Some(self.earliest_expiry.map_or(at, |e| e.min(at)));
         }
     }
 
@@ -176,6 +198,8 @@ pub struct Summary {
     pub registries: Vec<String>,
     pub token_expires_at: String,
     pub elapsed_ms: u64,
+    /// Each region's token expiry (empty when no token was fetched), for the metrics.
+    pub token_expiry: BTreeMap<String, SystemTime>,
 }
 
 #[cfg(test)]
@@ -222,6 +246,20 @@ mod tests {
     }
 
     #[test]
+    fn the_earliest_expiry_is_the_minimum_recorded() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let at = |s| Some(UNIX_EPOCH + Duration::from_secs(s));
+        let mut r = Report::default();
+        r.record_expiry(None);
+        assert_eq!(r.earliest_expiry, None);
+        for s in [300, 100, 200] {
+            r.record_expiry(at(s));
+        }
+        r.record_expiry(None);
+        assert_eq!(r.earliest_expiry, at(100));
+    }
+
+    #[test]
     fn an_early_failure_is_a_short_termination_message() {
         let message = termination_error(exit::UNAVAILABLE, &"\u{1}é".repeat(5000));
         assert!(message.len() < 4096, "{} bytes", message.len());
@@ -239,6 +277,7 @@ mod tests {
             registries: vec!["123456789012.dkr.ecr.eu-west-1.amazonaws.com".into()],
             token_expires_at: "2026-11-30T20:00:00Z".into(),
             elapsed_ms: 1234,
+            ..Summary::default()
         };
         let message = r.termination_message(&summary);
         assert!(message.len() < 4096, "{} bytes", message.len());

@@ -8,6 +8,7 @@
 //! overwrite a Secret that appeared meanwhile.
 
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -44,6 +45,8 @@ pub struct Desired<'a> {
     pub credentials: Vec<Credential<'a>>,
     /// RFC 3339, the earliest expiry of the tokens written.
     pub expires_at: String,
+    /// The same moment as a time, for the metrics (None if ECR gave none we can read).
+    pub expiry: Option<SystemTime>,
     pub dry_run: bool,
 }
 
@@ -87,6 +90,9 @@ pub struct Written {
     pub kept_entries: usize,
     /// auths entries we had written for registries no longer configured, removed.
     pub dropped_entries: Vec<String>,
+    /// The expiry the Secret holds after this run: the token's for a write (or a dry run's
+    /// would-be write), None when skipped.
+    pub expires_at: Option<SystemTime>,
 }
 
 impl Written {
@@ -100,6 +106,7 @@ impl Written {
             warning: None,
             kept_entries: 0,
             dropped_entries: Vec::new(),
+            expires_at: None,
         }
     }
 
@@ -125,12 +132,16 @@ pub enum SecretError {
         "the Secret has type {found}, not {SECRET_TYPE}; type is immutable, so ecr-refresh left it untouched: \
          delete or rename that Secret yourself, or set ECR_REFRESH_SECRET_NAME to another name"
     )]
-    WrongType { found: String },
+    WrongType {
+        found: String,
+        /// The uid of the Secret that is in the way.
+        uid: Option<String>,
+    },
     #[error(
         "the Secret is immutable (immutable: true), so its token cannot be refreshed; ecr-refresh left it untouched: \
          delete that Secret yourself so the next run creates it, or set ECR_REFRESH_SECRET_NAME to another name"
     )]
-    Immutable,
+    Immutable { uid: Option<String> },
     #[error("the Secret was left untouched: {0}; fix or remove that value")]
     Unreadable(#[from] UnreadableDockerConfig),
     #[error(
@@ -153,6 +164,14 @@ pub enum SecretError {
 }
 
 impl SecretError {
+    /// The uid of the Secret the error is about, when it was read.
+    pub fn uid(&self) -> Option<&str> {
+        match self {
+            Self::WrongType { uid, .. } | Self::Immutable { uid } => uid.as_deref(),
+            _ => None,
+        }
+    }
+
     fn request(action: &'static str, source: RequestError) -> Self {
         if source.code() == Some(403) {
             Self::Forbidden { action, source }
@@ -180,7 +199,10 @@ pub async fn refresh(
             (false, Some(_)) => Outcome::Recreated,
             (false, None) => Outcome::Created,
         };
-        Written::new(outcome, deleted_uid, uid)
+        Written {
+            expires_at: desired.expiry,
+            ..Written::new(outcome, deleted_uid, uid)
+        }
     };
     for _ in 0..ATTEMPTS {
         let current = retry::send("get secret", || api.get_opt(name))
@@ -290,10 +312,13 @@ async fn update(
     if found != SECRET_TYPE {
         return Err(SecretError::WrongType {
             found: found.to_owned(),
+            uid: current.metadata.uid.clone(),
         });
     }
     if current.immutable == Some(true) {
-        return Err(SecretError::Immutable);
+        return Err(SecretError::Immutable {
+            uid: current.metadata.uid.clone(),
+        });
     }
     let previously_ours: Vec<String> = current
         .metadata
@@ -341,6 +366,7 @@ async fn update(
     );
     written.kept_entries = kept_entries;
     written.dropped_entries = dropped_entries;
+    written.expires_at = desired.expiry;
     if current.metadata.deletion_timestamp.is_some() {
         let held_by = current
             .metadata

@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::glob::Glob;
+use crate::metrics::{GroupingLabels, Pushgateway, PushgatewayUrl};
 use crate::names::{NamespaceName, SecretName, ServiceAccountName};
 use crate::registry::RegistryHost;
 
@@ -91,6 +92,10 @@ pub struct Config {
     pub service_accounts: Vec<ServiceAccountName>,
     pub verify_login: bool,
     pub termination_log: PathBuf,
+    /// Where the run's metrics are pushed; None pushes nothing.
+    pub pushgateway: Option<Pushgateway>,
+    /// Whether a failed namespace gets a Warning Event.
+    pub events: bool,
 }
 
 /// The variables as envy reads them, before parsing.
@@ -109,6 +114,9 @@ struct Raw {
     service_accounts: Option<String>,
     verify_login: Option<String>,
     termination_log: Option<String>,
+    pushgateway_url: Option<String>,
+    pushgateway_labels: Option<String>,
+    events: Option<String>,
 }
 
 impl Config {
@@ -201,6 +209,31 @@ impl Config {
             parse_bool,
             || false,
         )?;
+        let pushgateway_url = parse_opt(
+            "ECR_REFRESH_PUSHGATEWAY_URL",
+            raw.pushgateway_url,
+            PushgatewayUrl::from_str,
+        )?;
+        let labels = parse_opt(
+            "ECR_REFRESH_PUSHGATEWAY_LABELS",
+            raw.pushgateway_labels.clone(),
+            GroupingLabels::from_str,
+        )?;
+        let pushgateway = match (pushgateway_url, labels) {
+            (Some(url), labels) => Some(Pushgateway {
+                url,
+                labels: labels.unwrap_or_default(),
+            }),
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "ECR_REFRESH_PUSHGATEWAY_LABELS",
+                    raw.pushgateway_labels.as_deref().unwrap_or_default(),
+                    "is only used with ECR_REFRESH_PUSHGATEWAY_URL, which is not set".into(),
+                ));
+            }
+        };
+        let events = parse_or("ECR_REFRESH_EVENTS", raw.events, parse_bool, || true)?;
         let termination_log = raw
             .termination_log
             .map(PathBuf::from)
@@ -221,6 +254,8 @@ impl Config {
             service_accounts,
             verify_login,
             termination_log,
+            pushgateway,
+            events,
         })
     }
 }
@@ -329,6 +364,47 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_secs(300));
         assert_eq!(c.log_format, LogFormat::Text);
         assert_eq!(c.termination_log, PathBuf::from("/dev/termination-log"));
+        assert_eq!(c.pushgateway, None);
+        assert!(c.events);
+    }
+
+    #[test]
+    fn the_pushgateway_takes_a_url_and_grouping_labels() {
+        let c = config(&[
+            (
+                "ECR_REFRESH_PUSHGATEWAY_URL",
+                "http://pushgateway.monitoring:9091",
+            ),
+            ("ECR_REFRESH_PUSHGATEWAY_LABELS", "cluster=prod-eu"),
+            ("ECR_REFRESH_EVENTS", "false"),
+        ])
+        .unwrap();
+        let gateway = c.pushgateway.expect("a gateway");
+        assert_eq!(
+            gateway.group_url(),
+            "http://pushgateway.monitoring:9091/metrics/job/ecr-refresh/cluster/prod-eu"
+        );
+        assert!(!c.events);
+        for (vars, accepted) in [
+            (
+                &[("ECR_REFRESH_PUSHGATEWAY_LABELS", "cluster=a")][..],
+                "only used with ECR_REFRESH_PUSHGATEWAY_URL",
+            ),
+            (
+                &[("ECR_REFRESH_PUSHGATEWAY_URL", "pushgateway:9091")][..],
+                "base URL",
+            ),
+            (
+                &[
+                    ("ECR_REFRESH_PUSHGATEWAY_URL", "http://gw:9091"),
+                    ("ECR_REFRESH_PUSHGATEWAY_LABELS", "cluster-name=a"),
+                ][..],
+                "not a Prometheus label name",
+            ),
+        ] {
+            let message = error(vars);
+            assert!(message.contains(accepted), "{message}");
+        }
     }
 
     #[test]

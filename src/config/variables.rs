@@ -78,6 +78,21 @@ pub const VARIABLES: &[Variable] = &[
         default: "/dev/termination-log",
         meaning: "where the run's summary is written as JSON, for kubectl describe pod",
     },
+    Variable {
+        name: "ECR_REFRESH_PUSHGATEWAY_URL",
+        default: "none",
+        meaning: "Prometheus Pushgateway base URL; the run's metrics are pushed there under job ecr-refresh",
+    },
+    Variable {
+        name: "ECR_REFRESH_PUSHGATEWAY_LABELS",
+        default: "none",
+        meaning: "grouping labels for the push, comma-separated name=value (cluster=prod-eu)",
+    },
+    Variable {
+        name: "ECR_REFRESH_EVENTS",
+        default: "true",
+        meaning: "true: a Warning Event (events.k8s.io/v1) in each namespace that failed, regarding its Secret",
+    },
 ];
 
 /// Variables with our prefix that belong to the test suite, not the binary: tolerated so that

@@ -5,7 +5,7 @@ mod lines;
 mod stop;
 
 use std::future::Future;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
@@ -18,7 +18,7 @@ use crate::namespaces::{Candidate, Pages};
 use crate::report::{self, AccountOutcome, Outcome, Report, Summary, exit};
 use crate::secret::{self, Desired, SkipReason, Written};
 use crate::termination::write_termination_message;
-use crate::{cluster, ecr, login, service_accounts};
+use crate::{cluster, ecr, events, login, metrics, service_accounts};
 use lines::{log_left_undone, log_summary, log_written};
 use stop::Stop;
 pub use stop::{SHUTDOWN_GRACE, shutdown_signal};
@@ -54,7 +54,9 @@ pub async fn run(
                 &report.termination_message(&summary),
             )
             .await;
-            report.exit_code()
+            let code = report.exit_code();
+            push_metrics(config, code, started, Some(&report), &summary.token_expiry).await;
+            code
         }
         Err(e) => {
             let code = match e {
@@ -67,8 +69,30 @@ pub async fn run(
                 &report::termination_error(code, &e.to_string()),
             )
             .await;
+            push_metrics(config, code, started, None, &Default::default()).await;
             code
         }
+    }
+}
+
+/// The run's metrics to the Pushgateway, when one is configured.
+async fn push_metrics(
+    config: &Config,
+    exit_code: u8,
+    started: Instant,
+    report: Option<&Report>,
+    token_expiry: &std::collections::BTreeMap<String, SystemTime>,
+) {
+    if let Some(gateway) = &config.pushgateway {
+        let run = metrics::RunEnd {
+            finished_at: SystemTime::now(),
+            duration: started.elapsed(),
+            exit_code,
+            dry_run: config.dry_run,
+            report,
+            token_expiry,
+        };
+        metrics::push(gateway, &run).await;
     }
 }
 
@@ -91,11 +115,13 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         registries: prepared.tokens.registries(),
         token_expires_at: prepared.tokens.expires_at(),
         elapsed_ms: 0,
+        token_expiry: prepared.tokens.expiry_by_region(),
     };
     let desired = Desired {
         name: &config.secret_name,
         credentials: prepared.tokens.credentials(),
         expires_at: summary.token_expires_at.clone(),
+        expiry: summary.token_expiry.values().min().copied(),
         dry_run: config.dry_run,
     };
     let report = refresh_all(
@@ -194,16 +220,14 @@ async fn refresh_all(
     let writers = rx
         .map(|candidate| refresh_namespace(config, client, desired, stop, candidate))
         .buffer_unordered(config.concurrency)
-        .fold(
-            Report::default(),
-            |mut report, (namespace, outcome, accounts, reason)| async move {
-                report.record(&namespace, outcome, &accounts);
-                if reason == Some(SkipReason::NamespaceNotFound) {
-                    report.not_found.push(namespace);
-                }
-                report
-            },
-        );
+        .fold(Report::default(), |mut report, done| async move {
+            report.record(&done.namespace, done.outcome, &done.accounts);
+            report.record_expiry(done.expires_at);
+            if done.reason == Some(SkipReason::NamespaceNotFound) {
+                report.not_found.push(done.namespace);
+            }
+            report
+        });
 
     let ((undone, listing_incomplete), mut report) = futures::join!(producer, writers);
     let reason = stop.reason().unwrap_or("stopped");
@@ -215,6 +239,29 @@ async fn refresh_all(
     report
 }
 
+/// What one namespace came to, for the report.
+struct Done {
+    namespace: String,
+    outcome: Outcome,
+    accounts: Vec<AccountOutcome>,
+    /// Why it was skipped.
+    reason: Option<SkipReason>,
+    /// When its Secret stops working, if it holds a token after the run.
+    expires_at: Option<SystemTime>,
+}
+
+impl Done {
+    fn failed(namespace: String) -> Self {
+        Self {
+            namespace,
+            outcome: Outcome::Failed,
+            accounts: Vec::new(),
+            reason: None,
+            expires_at: None,
+        }
+    }
+}
+
 /// One namespace, unless the run is stopping; abandoned if the shutdown grace runs out.
 async fn refresh_namespace(
     config: &Config,
@@ -222,19 +269,23 @@ async fn refresh_namespace(
     desired: &Desired<'_>,
     stop: &Stop,
     candidate: Candidate,
-) -> (String, Outcome, Vec<AccountOutcome>, Option<SkipReason>) {
+) -> Done {
     let namespace = candidate.name;
     let secret = config.secret_name.as_str();
     if let Some(reason) = stop.reason() {
         log_left_undone(&namespace, secret, reason);
-        return (namespace, Outcome::Failed, Vec::new(), None);
+        return Done::failed(namespace);
     }
     if candidate.terminating {
         let written = Written::skipped(SkipReason::NamespaceTerminating);
         log_written(&namespace, secret, &written, "", "");
-        return (namespace, Outcome::Skipped, Vec::new(), written.reason);
+        return Done {
+            outcome: Outcome::Skipped,
+            reason: written.reason,
+            ..Done::failed(namespace)
+        };
     }
-    let (outcome, accounts, skipped) = tokio::select! {
+    tokio::select! {
         done = write_namespace(config, client, desired, &namespace) => done,
         () = stop.abandoned() => {
             let error = format!(
@@ -243,26 +294,33 @@ async fn refresh_namespace(
                 SHUTDOWN_GRACE.as_secs()
             );
             error!(%namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", %error, "namespace failed");
-            (Outcome::Failed, Vec::new(), None)
+            Done::failed(namespace)
         }
-    };
-    (namespace, outcome, accounts, skipped)
+    }
 }
 
-/// The Secret, then the ServiceAccounts; one log line.
+/// The Secret, then the ServiceAccounts; one log line, and a Warning Event on failure.
 async fn write_namespace(
     config: &Config,
     client: &Client,
     desired: &Desired<'_>,
     namespace: &str,
-) -> (Outcome, Vec<AccountOutcome>, Option<SkipReason>) {
+) -> Done {
     let secret = config.secret_name.as_str();
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let written = match secret::refresh(&api, namespace, desired).await {
         Ok(written) => written,
         Err(e) => {
             error!(namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", error = %e, "namespace failed");
-            return (Outcome::Failed, Vec::new(), None);
+            let failure = events::Failure {
+                namespace,
+                secret,
+                uid: e.uid(),
+                reason: events::reason(&e),
+                note: format!("ecr-refresh could not refresh image-pull Secret {secret}: {e}"),
+            };
+            events::failed(client, config.events, failure).await;
+            return Done::failed(namespace.to_owned());
         }
     };
     let mut accounts = Vec::new();
@@ -292,5 +350,24 @@ async fn write_namespace(
         &account_notes.join(","),
         &account_errors.join("; "),
     );
-    (written.outcome, accounts, written.reason)
+    if !account_errors.is_empty() {
+        let failure = events::Failure {
+            namespace,
+            secret,
+            uid: written.uid_after.as_deref(),
+            reason: events::SERVICE_ACCOUNT_FAILED,
+            note: format!(
+                "ecr-refresh refreshed image-pull Secret {secret}, but could not add it to imagePullSecrets: {}",
+                account_errors.join("; ")
+            ),
+        };
+        events::failed(client, config.events, failure).await;
+    }
+    Done {
+        namespace: namespace.to_owned(),
+        outcome: written.outcome,
+        accounts,
+        reason: written.reason,
+        expires_at: written.expires_at,
+    }
 }

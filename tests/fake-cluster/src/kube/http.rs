@@ -10,11 +10,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::events::{self, EventApi, EventRoute};
 use super::rbac::{Attributes, Rbac};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{self, ApiError, FieldError};
 use super::store::{ListOptions, PatchType, WriteOptions};
-use super::{Recorded, Resource, Shared};
+use super::{Inner, Recorded, Resource, Shared};
 
 /// What a path names.
 enum Route {
@@ -32,6 +33,8 @@ enum Route {
         namespace: String,
         name: String,
     },
+    /// Events, core/v1 or events.k8s.io/v1 (events.rs).
+    Events(EventRoute),
     Unknown,
 }
 
@@ -45,6 +48,9 @@ fn resource_named(plural: &str) -> Option<Resource> {
 }
 
 fn route(path: &str) -> Route {
+    if let Some(events) = events::route(path) {
+        return Route::Events(events);
+    }
     let path = path.trim_end_matches('/');
     match path {
         "/version" => return Route::Version,
@@ -146,6 +152,8 @@ struct Incoming<'a> {
     query: Query,
     content_type: Option<&'a str>,
     user_agent: &'a str,
+    /// What the client accepts: kubectl asks for a server-side Table.
+    accept: &'a str,
     body: &'a [u8],
 }
 
@@ -203,6 +211,9 @@ impl Shared {
     }
 
     fn authorize(&self, rbac: &Rbac, route: &Route, req: &Incoming<'_>) -> Result<(), ApiError> {
+        if let Route::Events(events) = route {
+            return Self::authorize_events(rbac, events, req);
+        }
         let (resource, namespace, name) = match route {
             Route::Collection {
                 resource,
@@ -222,6 +233,7 @@ impl Shared {
         };
         let attrs = Attributes {
             verb: Self::verb(req.method, !name.is_empty(), &req.query),
+            group: "",
             resource: resource.plural(),
             namespace,
             name,
@@ -234,6 +246,96 @@ impl Shared {
                 Vec::new(),
             )
         })
+    }
+
+    fn authorize_events(
+        rbac: &Rbac,
+        route: &EventRoute,
+        req: &Incoming<'_>,
+    ) -> Result<(), ApiError> {
+        let (api, namespace, name) = match route {
+            EventRoute::Discovery { .. } => return Ok(()),
+            EventRoute::Collection { api, namespace } => {
+                (*api, namespace.as_deref().unwrap_or(""), "")
+            }
+            EventRoute::Item {
+                api,
+                namespace,
+                name,
+            } => (*api, namespace.as_str(), name.as_str()),
+        };
+        let attrs = Attributes {
+            verb: Self::verb(req.method, !name.is_empty(), &req.query),
+            group: api.group(),
+            resource: "events",
+            namespace,
+            name,
+        };
+        rbac.authorize(&attrs).map_err(|reason| {
+            let qualified = match api {
+                EventApi::Core => "events".to_owned(),
+                EventApi::Events => format!("events.{}", events::GROUP),
+            };
+            let mut e = status::forbidden(
+                &qualified,
+                name,
+                &Rbac::refusal(&attrs, &reason),
+                Vec::new(),
+            );
+            // Details name the group and the plain resource, as NewForbidden does.
+            e.body["details"]["kind"] = json!("events");
+            if api == EventApi::Events {
+                e.body["details"]["group"] = json!(events::GROUP);
+            }
+            e
+        })
+    }
+
+    /// Serves Events (events.rs) under the lock.
+    fn serve_events(
+        &self,
+        route: &EventRoute,
+        req: &Incoming<'_>,
+    ) -> Result<(u16, Value), ApiError> {
+        let dry_run = req.query.get("dryRun") == Some("All");
+        match (route, req.method) {
+            (EventRoute::Discovery { version }, "GET") => Ok((200, events::discovery(*version))),
+            (EventRoute::Collection { api, namespace }, "GET") => {
+                let state = self.lock();
+                let rv = state.store.resource_version();
+                if req.accept.contains("as=Table") {
+                    return Ok((200, state.events.table(namespace.as_deref(), rv)));
+                }
+                Ok((200, state.events.list(*api, namespace.as_deref(), rv)))
+            }
+            (
+                EventRoute::Collection {
+                    api,
+                    namespace: Some(ns),
+                },
+                "POST",
+            ) => {
+                let body = parse_body(req.body, req.content_type)?;
+                if !body.is_object() {
+                    return Err(status::bad_request(
+                        "the body of the request must be an object",
+                    ));
+                }
+                let mut state = self.lock();
+                let Inner { store, events, .. } = &mut *state;
+                Ok((201, events.create(store, *api, ns, body, dry_run)?))
+            }
+            (
+                EventRoute::Item {
+                    api,
+                    namespace,
+                    name,
+                },
+                "GET",
+            ) => Ok((200, self.lock().events.get(*api, namespace, name)?)),
+            (EventRoute::Discovery { .. }, _) => Err(status::method_not_allowed()),
+            _ => Err(status::method_not_allowed()),
+        }
     }
 
     /// The `create` check of an apply that creates (patch.go: `withAuthorization` around
@@ -250,6 +352,7 @@ impl Shared {
         };
         let attrs = Attributes {
             verb: "create",
+            group: "",
             resource: resource.plural(),
             namespace,
             name,
@@ -270,7 +373,9 @@ impl Shared {
                 "kind": "APIVersions", "versions": ["v1"],
                 "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": format!("127.0.0.1:{}", self.port)}]
             }),
-            Route::Apis => json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+            Route::Apis => {
+                json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [events::api_group()]})
+            }
             Route::ApiV1 => {
                 let verbs = json!([
                     "create",
@@ -289,7 +394,8 @@ impl Shared {
                          "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"], "shortNames": ["ns"]},
                         {"name": "secrets", "singularName": "secret", "namespaced": true, "kind": "Secret", "verbs": verbs},
                         {"name": "serviceaccounts", "singularName": "serviceaccount", "namespaced": true,
-                         "kind": "ServiceAccount", "verbs": verbs, "shortNames": ["sa"]}
+                         "kind": "ServiceAccount", "verbs": verbs, "shortNames": ["sa"]},
+                        events::core_resource()
                     ]
                 })
             }
@@ -304,6 +410,9 @@ impl Shared {
         }
         if let Route::Healthz = route {
             return Ok((200, Value::String("ok".into())));
+        }
+        if let Route::Events(events) = route {
+            return self.serve_events(events, req);
         }
         let dry_run = match req.query.get("dryRun") {
             None | Some("") => false,
@@ -543,6 +652,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 query: Query::parse(parts.uri.query().unwrap_or_default()),
                 content_type,
                 user_agent: header(header::USER_AGENT).unwrap_or_default(),
+                accept: header(header::ACCEPT).unwrap_or_default(),
                 body: &body,
             };
             let route = route(path);

@@ -1,5 +1,5 @@
 //! The fake Kubernetes API server: plain HTTP on 127.0.0.1, serving namespaces, secrets
-//! and serviceaccounts of the core v1 API the way the real kube-apiserver does for what
+//! and serviceaccounts of the core v1 API, and Events (core/v1 and events.k8s.io/v1, events.rs) the way the real kube-apiserver does for what
 //! ecr-refresh needs (see /work/shared/reference/kube-api.md).
 //!
 //! The server runs on a background thread with its own tokio runtime; its state sits
@@ -7,6 +7,7 @@
 //! (added latency is slept outside it).
 
 mod admission;
+mod events;
 mod fields;
 mod gojson;
 mod http;
@@ -201,6 +202,7 @@ type FaultOutcome = (Option<Duration>, Option<(u16, Value, Option<u64>)>, bool);
 #[derive(Default)]
 struct Inner {
     store: Store,
+    events: events::Events,
     requests: Vec<Recorded>,
     faults: Vec<ActiveFault>,
 }
@@ -561,6 +563,10 @@ users:
     /// Every version of the object ever stored, in order; `None` where it was deleted.
     pub fn history(&self, resource: Resource, namespace: &str, name: &str) -> Vec<Option<Value>> {
         self.shared.lock().store.history(resource, namespace, name)
+    }
+    /// The Events in `namespace`, in their events.k8s.io/v1 form.
+    pub fn events(&self, namespace: &str) -> Vec<Value> {
+        self.shared.lock().events.in_namespace(namespace)
     }
     pub fn requests(&self) -> Vec<Recorded> {
         self.shared.lock().requests.clone()

@@ -40,6 +40,8 @@ pub(crate) struct Rbac {
 #[derive(Debug, Clone)]
 pub(crate) struct Attributes<'a> {
     pub verb: &'a str,
+    /// The API group: "" for core v1, `events.k8s.io` for its Events.
+    pub group: &'a str,
     pub resource: &'a str,
     /// Empty for cluster-scoped requests (a namespace's own name for namespaces/NAME).
     pub namespace: &'a str,
@@ -204,7 +206,7 @@ impl Rbac {
     pub fn authorize(&self, a: &Attributes<'_>) -> Result<(), String> {
         let allowed = self.rules.iter().any(|(scope, rule)| {
             Self::in_scope(scope.as_deref(), a)
-                && allows(&rule.api_groups, "")
+                && allows(&rule.api_groups, a.group)
                 && allows(&rule.resources, a.resource)
                 && allows(&rule.verbs, a.verb)
                 && (rule.resource_names.is_empty()
@@ -240,8 +242,8 @@ impl Rbac {
             format!("in the namespace \"{}\"", a.namespace)
         };
         let message = format!(
-            "User \"{USER}\" cannot {} resource \"{}\" in API group \"\" {scope}",
-            a.verb, a.resource
+            "User \"{USER}\" cannot {} resource \"{}\" in API group \"{}\" {scope}",
+            a.verb, a.resource, a.group
         );
         if reason.is_empty() {
             message
@@ -304,6 +306,7 @@ subjects:
     ) -> Attributes<'a> {
         Attributes {
             verb,
+            group: "",
             resource,
             namespace,
             name,

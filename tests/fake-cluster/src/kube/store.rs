@@ -333,6 +333,17 @@ impl Store {
         self.map(resource).get(&key(resource, namespace, name))
     }
 
+    /// A fresh resourceVersion, for objects kept outside this store (Events).
+    pub fn next_resource_version(&mut self) -> u64 {
+        self.resource_version += 1;
+        self.resource_version
+    }
+
+    /// The current resourceVersion, for lists of objects kept outside this store.
+    pub fn resource_version(&self) -> u64 {
+        self.resource_version
+    }
+
     pub fn history(&self, resource: Resource, namespace: &str, name: &str) -> Vec<Option<Value>> {
         self.history
             .get(&(resource, key(resource, namespace, name)))

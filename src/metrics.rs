@@ -1,0 +1,522 @@
+//! The run's metrics, pushed to a Prometheus Pushgateway when the run ends.
+//!
+//! A CronJob has no endpoint to scrape; the Pushgateway keeps each group's last push for
+//! Prometheus to scrape. Our group is job `ecr-refresh` plus ECR_REFRESH_PUSHGATEWAY_LABELS.
+//! A run that succeeded PUTs the group, which replaces every metric in it, the last success
+//! time included. A run that failed POSTs, which replaces only the metrics it sends: it sends
+//! no last success time, so the gateway keeps the one of the last run that succeeded.
+//!
+//! The push is best effort: a gateway that is down, hung or refusing costs one warning line
+//! and at most PUSH_TIMEOUT, never the exit code.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tracing::{debug, warn};
+
+use crate::logging::error_chain;
+use crate::report::{Outcome, Report, exit};
+
+/// The Pushgateway job every run pushes under.
+pub const JOB: &str = "ecr-refresh";
+/// The whole push, connect to answer. Well under the 10 s a refresh may lose to it.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Labels our own metrics carry: a grouping label of the same name would clash with them.
+const METRIC_LABELS: [&str; 3] = ["outcome", "region", "method"];
+
+// Requests sent to the Kubernetes API server, by method: every HTTP attempt, retries
+// included, counted at the client's transport (cluster.rs adds `count_request` as a layer).
+// A process runs once, so a process-wide count is the run's count.
+const METHODS: [&str; 5] = ["GET", "POST", "PATCH", "PUT", "other"];
+static API_REQUESTS: [AtomicU64; 5] = [
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+];
+
+/// Counts one request on its way to the API server; passes it on unchanged.
+pub fn count_request<B>(request: http::Request<B>) -> http::Request<B> {
+    let method = request.method().as_str();
+    let i = METHODS
+        .iter()
+        .position(|m| *m == method)
+        .unwrap_or(METHODS.len() - 1);
+    API_REQUESTS[i].fetch_add(1, Ordering::Relaxed);
+    request
+}
+
+/// The requests counted so far, by method.
+pub fn api_requests() -> impl Iterator<Item = (&'static str, u64)> {
+    METHODS
+        .iter()
+        .zip(API_REQUESTS.iter())
+        .map(|(m, n)| (*m, n.load(Ordering::Relaxed)))
+}
+
+/// ECR_REFRESH_PUSHGATEWAY_URL: the gateway's base URL, `http(s)://host[:port][/path]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushgatewayUrl(reqwest::Url);
+
+impl FromStr for PushgatewayUrl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const ACCEPTED: &str =
+            "must be the Pushgateway's base URL, like 'http://pushgateway.monitoring:9091'";
+        let url = reqwest::Url::parse(s).map_err(|e| format!("{ACCEPTED} ({e})"))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return Err(format!("{ACCEPTED} (http or https, with a host)"));
+        }
+        if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+            return Err(format!(
+                "{ACCEPTED}, without a query, fragment or credentials"
+            ));
+        }
+        Ok(Self(url))
+    }
+}
+
+impl fmt::Display for PushgatewayUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.as_str())
+    }
+}
+
+/// ECR_REFRESH_PUSHGATEWAY_LABELS: grouping labels, `name=value` pairs separated by commas,
+/// so that several clusters can push to one gateway.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupingLabels(Vec<(String, String)>);
+
+impl GroupingLabels {
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0
+    }
+}
+
+/// Prometheus' label name rule, `[a-zA-Z_][a-zA-Z0-9_]*`, less the names it reserves.
+fn check_label_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let valid = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(format!(
+            "'{name}' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"
+        ));
+    }
+    if name.starts_with("__") {
+        return Err(format!(
+            "'{name}': names starting with __ are reserved by Prometheus"
+        ));
+    }
+    if name == "job" {
+        return Err(format!("'job' is set already: it is always '{JOB}'"));
+    }
+    if METRIC_LABELS.contains(&name) {
+        return Err(format!(
+            "'{name}' is a label of ecr-refresh's own metrics; choose another name"
+        ));
+    }
+    Ok(())
+}
+
+impl FromStr for GroupingLabels {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let Some((name, value)) = item.split_once('=') else {
+                return Err(format!(
+                    "'{item}' must be name=value, like 'cluster=prod-eu'"
+                ));
+            };
+            let (name, value) = (name.trim(), value.trim());
+            check_label_name(name)?;
+            if value.is_empty() {
+                return Err(format!("'{name}' has an empty value"));
+            }
+            if pairs.iter().any(|(n, _)| n == name) {
+                return Err(format!("'{name}' is given twice"));
+            }
+            pairs.push((name.to_owned(), value.to_owned()));
+        }
+        if pairs.is_empty() {
+            return Err("must hold at least one name=value pair, like 'cluster=prod-eu'".into());
+        }
+        Ok(Self(pairs))
+    }
+}
+
+/// Where the run's metrics go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushgateway {
+    pub url: PushgatewayUrl,
+    pub labels: GroupingLabels,
+}
+
+impl Pushgateway {
+    /// `<base>/metrics/job/ecr-refresh{/<name>/<value>}`. A value that is not plain
+    /// `[A-Za-z0-9._-]` goes in the gateway's `@base64` form (base64url), which carries
+    /// any text, `/` included.
+    pub fn group_url(&self) -> String {
+        let mut url = format!(
+            "{}/metrics/job/{JOB}",
+            self.url.0.as_str().trim_end_matches('/')
+        );
+        for (name, value) in self.labels.pairs() {
+            let plain = value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+            if plain {
+                url.push_str(&format!("/{name}/{value}"));
+            } else {
+                let encoded = base64::engine::general_purpose::URL_SAFE.encode(value);
+                url.push_str(&format!("/{name}@base64/{encoded}"));
+            }
+        }
+        url
+    }
+}
+
+/// What a run ended with, as the metrics need it.
+#[derive(Debug)]
+pub struct RunEnd<'a> {
+    pub finished_at: SystemTime,
+    pub duration: Duration,
+    pub exit_code: u8,
+    /// A dry run refreshes nothing: it is no success, and leaves the Secrets' expiry as it was.
+    pub dry_run: bool,
+    /// None when the run ended before any namespace (exit 3, or stopped early).
+    pub report: Option<&'a Report>,
+    /// Each region's token expiry; empty when no token was fetched.
+    pub token_expiry: &'a BTreeMap<String, SystemTime>,
+}
+
+impl RunEnd<'_> {
+    /// Whether the run refreshed every selected namespace: then it replaces the group.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == exit::OK && !self.dry_run
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RegionLabel {
+    region: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabel {
+    method: &'static str,
+}
+
+fn seconds(at: SystemTime) -> f64 {
+    at.duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: f64) {
+    let g: Gauge<f64, AtomicU64> = Gauge::default();
+    g.set(value);
+    registry.register(name, help, g);
+}
+
+/// The run's metrics in the Prometheus text format. Every one is a gauge: the gateway keeps
+/// the last run's values, each run pushes its own. The last success time only when the run
+/// succeeded.
+pub fn encode(run: &RunEnd<'_>) -> String {
+    let mut registry = Registry::with_prefix("ecr_refresh");
+    gauge(
+        &mut registry,
+        "last_run_timestamp_seconds",
+        "When the last run ended, in Unix seconds",
+        seconds(run.finished_at),
+    );
+    if run.succeeded() {
+        gauge(
+            &mut registry,
+            "last_success_timestamp_seconds",
+            "When the last run that succeeded (exit code 0) ended, in Unix seconds",
+            seconds(run.finished_at),
+        );
+    }
+    let exit_code: Gauge = Gauge::default();
+    exit_code.set(i64::from(run.exit_code));
+    registry.register(
+        "last_run_exit_code",
+        "The last run's exit code: 0 ok, 1 some namespaces failed, 3 nothing written",
+        exit_code,
+    );
+    gauge(
+        &mut registry,
+        "run_duration_seconds",
+        "How long the last run took",
+        run.duration.as_secs_f64(),
+    );
+    if let Some(report) = run.report {
+        let namespaces: Family<OutcomeLabel, Gauge> = Family::default();
+        for outcome in Outcome::ALL {
+            namespaces
+                .get_or_create(&OutcomeLabel {
+                    outcome: outcome.as_str(),
+                })
+                .set(i64::try_from(report.count(outcome)).unwrap_or(i64::MAX));
+        }
+        registry.register(
+            "namespaces",
+            "Selected namespaces in the last run, by what happened to their Secret",
+            namespaces,
+        );
+        if let Some(earliest) = report.earliest_expiry.filter(|_| !run.dry_run) {
+            gauge(
+                &mut registry,
+                "secrets_earliest_expiry_timestamp_seconds",
+                "The earliest expiry among the selected namespaces' Secrets after the last run, in Unix \
+                 seconds: when the first pull fails unless a run refreshes it (failed namespaces do not count)",
+                seconds(earliest),
+            );
+        }
+    }
+    if !run.token_expiry.is_empty() {
+        let expiry: Family<RegionLabel, Gauge<f64, AtomicU64>> = Family::default();
+        for (region, at) in run.token_expiry {
+            expiry
+                .get_or_create(&RegionLabel {
+                    region: region.clone(),
+                })
+                .set(seconds(*at));
+        }
+        registry.register(
+            "token_expiry_timestamp_seconds",
+            "When the ECR token the last run fetched expires, per region, in Unix seconds",
+            expiry,
+        );
+    }
+    let requests: Family<MethodLabel, Gauge> = Family::default();
+    for (method, n) in api_requests() {
+        requests
+            .get_or_create(&MethodLabel { method })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    registry.register(
+        "run_api_requests",
+        "Requests the last run sent to the Kubernetes API server, every attempt counted, by HTTP method",
+        requests,
+    );
+    let mut text = String::new();
+    prometheus_text::encode(&mut text, &registry).expect("writing to a String cannot fail");
+    text
+}
+
+#[derive(Debug, thiserror::Error)]
+enum PushError {
+    #[error("could not build the HTTP client: {0}")]
+    Client(String),
+    #[error("{0}")]
+    Send(String),
+    #[error("the gateway answered HTTP {status}: {body}")]
+    Refused { status: u16, body: String },
+}
+
+/// Pushes the run's metrics: PUT when it succeeded, POST when it failed. Never fails the run:
+/// a push that fails is one warning line.
+pub async fn push(gateway: &Pushgateway, run: &RunEnd<'_>) {
+    let url = gateway.group_url();
+    let method = if run.succeeded() { "PUT" } else { "POST" };
+    match send(&url, run.succeeded(), encode(run)).await {
+        Ok(()) => debug!(pushgateway = %url, method, "metrics pushed"),
+        Err(e) => warn!(
+            pushgateway = %url,
+            method,
+            error = %e,
+            "could not push the run's metrics; the refresh itself is unaffected: check \
+             ECR_REFRESH_PUSHGATEWAY_URL and that the gateway is reachable from this pod"
+        ),
+    }
+}
+
+async fn send(url: &str, replace: bool, body: String) -> Result<(), PushError> {
+    let client = reqwest::Client::builder()
+        .timeout(PUSH_TIMEOUT)
+        .connect_timeout(PUSH_TIMEOUT)
+        .build()
+        .map_err(|e| PushError::Client(error_chain(&e)))?;
+    let request = if replace {
+        client.put(url)
+    } else {
+        client.post(url)
+    };
+    let response = request
+        .header(reqwest::header::CONTENT_TYPE, prometheus_text::CONTENT_TYPE)
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| PushError::Send(error_chain(&e)))?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    // The gateway says why in the body; a proxy may answer at length: keep a line of it.
+    let text = response.text().await.unwrap_or_default();
+    let body: String = text.trim().chars().take(300).collect();
+    Err(PushError::Refused {
+        status: status.as_u16(),
+        body,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gateway(url: &str, labels: &str) -> Pushgateway {
+        Pushgateway {
+            url: url.parse().unwrap(),
+            labels: if labels.is_empty() {
+                GroupingLabels::default()
+            } else {
+                labels.parse().unwrap()
+            },
+        }
+    }
+
+    #[test]
+    fn the_group_url_carries_the_job_and_each_label() {
+        for (url, labels, expected) in [
+            (
+                "http://gw:9091",
+                "",
+                "http://gw:9091/metrics/job/ecr-refresh",
+            ),
+            (
+                "http://gw:9091/",
+                "cluster=prod-eu,env=x",
+                "http://gw:9091/metrics/job/ecr-refresh/cluster/prod-eu/env/x",
+            ),
+            (
+                "https://gw.example/push/",
+                "path=a/b",
+                "https://gw.example/push/metrics/job/ecr-refresh/path@base64/YS9i",
+            ),
+            (
+                "http://gw:9091",
+                "team=ä b",
+                "http://gw:9091/metrics/job/ecr-refresh/team@base64/w6QgYg==",
+            ),
+        ] {
+            assert_eq!(gateway(url, labels).group_url(), expected, "{labels}");
+        }
+    }
+
+    #[test]
+    fn grouping_labels_follow_prometheus_label_name_rules() {
+        let ok: GroupingLabels = " cluster = prod-eu , _x=1".parse().unwrap();
+        assert_eq!(
+            ok.pairs(),
+            [
+                ("cluster".to_owned(), "prod-eu".to_owned()),
+                ("_x".to_owned(), "1".to_owned())
+            ]
+        );
+        for (bad, why) in [
+            ("cluster", "name=value"),
+            ("1cluster=a", "not a Prometheus label name"),
+            ("clu-ster=a", "not a Prometheus label name"),
+            ("__name__=a", "reserved"),
+            ("job=a", "always 'ecr-refresh'"),
+            ("region=eu", "own metrics"),
+            ("cluster=", "empty value"),
+            ("a=1,a=2", "twice"),
+            (" , ", "at least one"),
+        ] {
+            let error = bad.parse::<GroupingLabels>().unwrap_err();
+            assert!(error.contains(why), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_url_must_be_a_plain_http_base_url() {
+        for good in ["http://gw:9091", "https://gw.example/base/"] {
+            assert!(good.parse::<PushgatewayUrl>().is_ok(), "{good}");
+        }
+        for bad in [
+            "gw:9091",
+            "ftp://gw",
+            "http://gw/?x=1",
+            "http://user:pw@gw/",
+            "",
+        ] {
+            assert!(bad.parse::<PushgatewayUrl>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_failed_run_sends_no_last_success_time() {
+        let mut report = Report::default();
+        report.record("a", Outcome::Updated, &[]);
+        report.record("b", Outcome::Failed, &[]);
+        report.record_expiry(Some(UNIX_EPOCH + Duration::from_secs(3_000)));
+        let expiry = BTreeMap::from([(
+            "us-east-1".to_owned(),
+            UNIX_EPOCH + Duration::from_secs(2_000),
+        )]);
+        let run = |exit_code| RunEnd {
+            finished_at: UNIX_EPOCH + Duration::from_secs(1_000),
+            duration: Duration::from_millis(1500),
+            exit_code,
+            dry_run: false,
+            report: Some(&report),
+            token_expiry: &expiry,
+        };
+        let ok = encode(&run(exit::OK));
+        assert!(
+            ok.contains("ecr_refresh_last_success_timestamp_seconds 1000.0"),
+            "{ok}"
+        );
+        let failed = encode(&run(exit::FAILED));
+        assert!(!failed.contains("last_success"), "{failed}");
+        for line in [
+            "ecr_refresh_last_run_timestamp_seconds 1000.0",
+            "ecr_refresh_last_run_exit_code 1",
+            "ecr_refresh_run_duration_seconds 1.5",
+            "ecr_refresh_namespaces{outcome=\"failed\"} 1",
+            "ecr_refresh_namespaces{outcome=\"updated\"} 1",
+            "ecr_refresh_namespaces{outcome=\"created\"} 0",
+            "ecr_refresh_token_expiry_timestamp_seconds{region=\"us-east-1\"} 2000.0",
+            "# TYPE ecr_refresh_namespaces gauge",
+        ] {
+            assert!(failed.lines().any(|l| l == line), "{line} in:\n{failed}");
+        }
+        assert!(
+            failed.contains("ecr_refresh_secrets_earliest_expiry_timestamp_seconds 3000.0"),
+            "the namespaces written count: {failed}"
+        );
+
+        let dry = encode(&RunEnd {
+            dry_run: true,
+            ..run(exit::OK)
+        });
+        assert!(!dry.contains("last_success"), "a dry run is no success");
+        assert!(
+            !dry.contains("earliest_expiry"),
+            "a dry run leaves the Secrets as they were"
+        );
+        assert!(ok.contains("earliest_expiry_timestamp_seconds 3000.0"));
+    }
+}

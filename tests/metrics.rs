@@ -1,0 +1,565 @@
+//! The run's metrics, pushed to Debian's real Prometheus Pushgateway (started on loopback per
+//! test): what a run that succeeds, fails, or writes nothing leaves in the gateway's
+//! `/metrics`, a failed run keeping the last success time, and a gateway that is down, hung
+//! or refusing changing no exit code.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use fake_cluster::EcrFault;
+use serde_json::json;
+
+/// A Pushgateway on 127.0.0.1, persistence off (no --persistence.file), killed on drop.
+struct Gateway {
+    child: Child,
+    port: u16,
+}
+
+fn gateway_binary() -> PathBuf {
+    for candidate in ["prometheus-pushgateway", "pushgateway"] {
+        if let Some(path) = std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .map(|dir| dir.join(candidate))
+            .find(|p| p.is_file())
+        {
+            return path;
+        }
+    }
+    panic!(
+        "the Prometheus Pushgateway is not installed: these tests need Debian's \
+         prometheus-pushgateway package (apt-get install prometheus-pushgateway; .ci/run does)"
+    );
+}
+
+impl Gateway {
+    fn start() -> Self {
+        let binary = gateway_binary();
+        // A free port can be taken between our probe and the gateway's bind: try again.
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let child = Command::new(&binary)
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+            let mut gateway = Gateway { child, port };
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if gateway.child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                if http_get(port, "/-/ready").is_some_and(|(status, _)| status == 200) {
+                    return gateway;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = gateway.child.kill();
+        }
+        panic!("the Pushgateway did not become ready on a loopback port");
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every sample of the gateway's /metrics.
+    fn samples(&self) -> Vec<Sample> {
+        let (status, body) = http_get(self.port, "/metrics").expect("the gateway answers");
+        assert_eq!(status, 200, "{body}");
+        body.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(Sample::parse)
+            .collect()
+    }
+
+    /// Our group's samples named `name` (the gateway's own metrics left out).
+    fn ours(&self, name: &str) -> Vec<Sample> {
+        self.samples()
+            .into_iter()
+            .filter(|s| {
+                s.name == name && s.labels.get("job").map(String::as_str) == Some("ecr-refresh")
+            })
+            .collect()
+    }
+
+    /// The one value of `name` whose labels include `labels`.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let found: Vec<f64> = self
+            .ours(name)
+            .into_iter()
+            .filter(|s| {
+                labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|s| s.value)
+            .collect();
+        assert!(found.len() <= 1, "{name} {labels:?}: {found:?}");
+        found.first().copied()
+    }
+
+    fn text(&self) -> String {
+        http_get(self.port, "/metrics")
+            .expect("the gateway answers")
+            .1
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+impl Sample {
+    /// `name{a="1",b="2"} value`: the gateway writes no escapes in our labels' values.
+    fn parse(line: &str) -> Sample {
+        let (series, value) = line.rsplit_once(' ').expect("a sample line");
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => (name, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        let labels = labels
+            .split("\",")
+            .filter(|p| !p.is_empty())
+            .map(|pair| {
+                let (k, v) = pair.split_once('=').expect("name=value");
+                (k.to_owned(), v.trim_matches('"').to_owned())
+            })
+            .collect();
+        Sample {
+            name: name.to_owned(),
+            labels,
+            value: value.parse().unwrap_or_else(|e| panic!("{line}: {e}")),
+        }
+    }
+}
+
+/// A plain HTTP/1.0 GET (no chunked answer to decode); None when nothing listens.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body.to_owned()))
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64()
+}
+
+/// The token expiry a Secret's annotation records, in Unix seconds.
+fn annotated_expiry(h: &Harness, namespace: &str) -> f64 {
+    let secret = h.secret(namespace).expect("the Secret");
+    let text = secret["metadata"]["annotations"]["ecr-refresh/token-expires-at"]
+        .as_str()
+        .expect("the expiry annotation")
+        .to_owned();
+    // RFC 3339 in UTC, whole seconds: 2026-12-02T02:00:00Z.
+    let (date, time) = text
+        .trim_end_matches('Z')
+        .split_once('T')
+        .expect("RFC 3339");
+    let d: Vec<i64> = date.split('-').map(|p| p.parse().unwrap()).collect();
+    let t: Vec<i64> = time.split(':').map(|p| p.parse().unwrap()).collect();
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d[2] - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    (days * 86_400 + t[0] * 3600 + t[1] * 60 + t[2]) as f64
+}
+
+fn opaque(h: &Harness, namespace: &str) {
+    h.seed_secret(
+        namespace,
+        "kubectl-create",
+        json!({ "type": "Opaque", "data": { "token": b64("not ours") } }),
+    );
+}
+
+#[test]
+fn a_successful_run_pushes_its_metrics_under_the_job_and_the_grouping_labels() {
+    let gateway = Gateway::start();
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b"]);
+    h.seed_secret(
+        "team-b",
+        "ecr-refresh",
+        json!({ "type": "kubernetes.io/dockerconfigjson", "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) } }),
+    );
+    let url = gateway.url();
+    let before = now();
+
+    let run = h.run(&[
+        ("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str()),
+        ("ECR_REFRESH_PUSHGATEWAY_LABELS", "cluster=prod-eu,env=test"),
+    ]);
+    let after = now();
+
+    run.expect_code(0);
+    let group = [("cluster", "prod-eu"), ("env", "test")];
+    let last_success = gateway
+        .value("ecr_refresh_last_success_timestamp_seconds", &group)
+        .expect("last success pushed");
+    assert!(
+        before <= last_success && last_success <= after,
+        "{last_success}"
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_last_run_timestamp_seconds", &group),
+        Some(last_success)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_last_run_exit_code", &group),
+        Some(0.0)
+    );
+    for (outcome, n) in [
+        ("created", 1.0),
+        ("updated", 1.0),
+        ("failed", 0.0),
+        ("skipped", 0.0),
+    ] {
+        assert_eq!(
+            gateway.value("ecr_refresh_namespaces", &[("outcome", outcome), group[0]]),
+            Some(n),
+            "{outcome}"
+        );
+    }
+    let expiry = annotated_expiry(&h, "team-a");
+    let token = gateway
+        .value(
+            "ecr_refresh_token_expiry_timestamp_seconds",
+            &[("region", REGION)],
+        )
+        .expect("the token's expiry");
+    assert!((token - expiry).abs() < 1.0, "{token} vs {expiry}");
+    let earliest = gateway
+        .value(
+            "ecr_refresh_secrets_earliest_expiry_timestamp_seconds",
+            &group,
+        )
+        .expect("the earliest Secret expiry");
+    assert!((earliest - expiry).abs() < 1.0, "{earliest} vs {expiry}");
+    let duration = gateway
+        .value("ecr_refresh_run_duration_seconds", &group)
+        .expect("the duration");
+    assert!(duration > 0.0 && duration < after - before, "{duration}");
+    // Every request the fake API server saw, counted by method.
+    let requests = h.cluster.requests();
+    for method in ["GET", "POST", "PATCH"] {
+        let seen = requests.iter().filter(|r| r.method == method).count() as f64;
+        assert_eq!(
+            gateway.value("ecr_refresh_run_api_requests", &[("method", method)]),
+            Some(seen),
+            "{method}"
+        );
+    }
+    assert!(
+        gateway
+            .ours("ecr_refresh_namespaces")
+            .iter()
+            .all(|s| s.labels["job"] == "ecr-refresh" && s.labels["cluster"] == "prod-eu"),
+        "every series carries the job and the grouping labels"
+    );
+    let text = gateway.text();
+    for password in h.ecr.passwords_issued() {
+        assert!(!text.contains(&password), "a token in the metrics");
+    }
+}
+
+#[test]
+fn a_failed_run_keeps_the_last_success_time_and_a_later_success_moves_it() {
+    let gateway = Gateway::start();
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b"]);
+    let url = gateway.url();
+    let env = |extra: &[(&'static str, &'static str)]| {
+        let mut env = vec![("ECR_REFRESH_PUSHGATEWAY_URL", url.clone())];
+        env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        env
+    };
+    let run = |extra: &[(&'static str, &'static str)]| {
+        let env = env(extra);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        h.run(&env)
+    };
+    let last_success = || gateway.value("ecr_refresh_last_success_timestamp_seconds", &[]);
+    let last_run = || gateway.value("ecr_refresh_last_run_timestamp_seconds", &[]);
+
+    run(&[]).expect_code(0);
+    let succeeded_at = last_success().expect("pushed by the successful run");
+
+    // Some namespaces fail: exit 1, POST.
+    h.namespaces(&["team-c"]);
+    opaque(&h, "team-c");
+    run(&[]).expect_code(1);
+
+    assert_eq!(
+        last_success(),
+        Some(succeeded_at),
+        "kept across the failed run"
+    );
+    assert!(last_run().unwrap() > succeeded_at);
+    assert_eq!(
+        gateway.value("ecr_refresh_last_run_exit_code", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_namespaces", &[("outcome", "failed")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_namespaces", &[("outcome", "updated")]),
+        Some(2.0)
+    );
+    let earliest = gateway
+        .value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[])
+        .expect("from the namespaces written");
+    assert!((earliest - annotated_expiry(&h, "team-a")).abs() < 1.0);
+
+    // No token at all: exit 3, nothing written, nothing about namespaces known.
+    h.ecr.add_fault(EcrFault::AccessDenied, Some(1));
+    let failed_run = last_run().unwrap();
+    run(&[]).expect_code(3);
+
+    assert_eq!(last_success(), Some(succeeded_at), "kept across exit 3 too");
+    assert!(last_run().unwrap() > failed_run);
+    assert_eq!(
+        gateway.value("ecr_refresh_last_run_exit_code", &[]),
+        Some(3.0)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_namespaces", &[("outcome", "failed")]),
+        Some(1.0),
+        "the last run that reached the namespaces still shows"
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[]),
+        Some(earliest),
+        "the Secrets still hold what the last write left"
+    );
+
+    // Fixed: the next success moves the time and replaces the group.
+    run(&[("ECR_REFRESH_EXCLUDE_NAMESPACES", "team-c")]).expect_code(0);
+
+    assert!(last_success().unwrap() > succeeded_at);
+    assert_eq!(last_success(), last_run());
+    assert_eq!(
+        gateway.value("ecr_refresh_last_run_exit_code", &[]),
+        Some(0.0)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_namespaces", &[("outcome", "failed")]),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn a_run_that_writes_nothing_pushes_its_counts_and_no_secret_expiry() {
+    let gateway = Gateway::start();
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let url = gateway.url();
+    h.run(&[("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str())])
+        .expect_code(0);
+    assert!(
+        gateway
+            .value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[])
+            .is_some()
+    );
+
+    // Only namespaces that do not exist: every one skipped, nothing written. (Without
+    // ECR_REFRESH_RENEW_BEFORE on this branch, skipped namespaces are the runs that write
+    // nothing; their Secrets hold no expiry this run knows.)
+    let run = h.run(&[
+        ("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str()),
+        ("ECR_REFRESH_NAMESPACES", "gone-1,gone-2"),
+    ]);
+
+    run.expect_code(0);
+    assert_eq!(
+        gateway.value("ecr_refresh_namespaces", &[("outcome", "skipped")]),
+        Some(2.0)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_namespaces", &[("outcome", "created")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[]),
+        None,
+        "a success replaces the group: no Secret, no expiry"
+    );
+    assert!(
+        gateway
+            .value("ecr_refresh_last_success_timestamp_seconds", &[])
+            .is_some()
+    );
+
+    // A dry run writes nothing either, and refreshes nothing: it pushes its counts with
+    // POST, and neither a success nor a Secret expiry.
+    let skipped_at = gateway
+        .value("ecr_refresh_last_success_timestamp_seconds", &[])
+        .expect("the skipped run succeeded");
+    h.namespaces(&["team-b"]);
+    h.run(&[
+        ("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str()),
+        ("ECR_REFRESH_DRY_RUN", "true"),
+    ])
+    .expect_code(0);
+    assert!(h.secret("team-b").is_none());
+    assert_eq!(
+        gateway.value("ecr_refresh_namespaces", &[("outcome", "would-create")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_namespaces", &[("outcome", "would-update")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_last_success_timestamp_seconds", &[]),
+        Some(skipped_at)
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[]),
+        None
+    );
+}
+
+/// A server on loopback that accepts connections and never answers; or answers `status`.
+fn fake_gateway(status: Option<u16>) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let port = listener.local_addr().expect("an address").port();
+    let handle = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        listener
+            .set_nonblocking(false)
+            .expect("a blocking listener");
+        // One push per run; keep the connection open (hung) or answer it.
+        if let Ok((mut stream, _)) = listener.accept() {
+            match status {
+                None => held.push(stream),
+                Some(code) => {
+                    let mut buf = [0u8; 65536];
+                    let _ = stream.read(&mut buf);
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 {code} Refused\r\nContent-Length: 14\r\nConnection: close\r\n\r\nno space left\n"
+                    );
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_secs(12));
+        drop(held);
+    });
+    (port, handle)
+}
+
+fn push_warnings(run: &Run) -> Vec<String> {
+    run.lines
+        .iter()
+        .filter(|l| l["level"] == "WARN")
+        .filter_map(|l| l["message"].as_str())
+        .filter(|m| m.contains("could not push"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_gateway_that_is_down_hung_or_refusing_changes_no_exit_code() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    // Nothing listens on a port just released.
+    let down = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+
+    let run = h.run(&[(
+        "ECR_REFRESH_PUSHGATEWAY_URL",
+        &format!("http://127.0.0.1:{down}"),
+    )]);
+    run.expect_code(0);
+    assert_eq!(push_warnings(&run).len(), 1, "{}", run.stdout);
+
+    h.namespaces(&["team-b"]);
+    opaque(&h, "team-b");
+    let run = h.run(&[(
+        "ECR_REFRESH_PUSHGATEWAY_URL",
+        &format!("http://127.0.0.1:{down}"),
+    )]);
+    run.expect_code(1);
+    assert_eq!(push_warnings(&run).len(), 1);
+
+    let (refusing, _server) = fake_gateway(Some(503));
+    let run = h.run(&[(
+        "ECR_REFRESH_PUSHGATEWAY_URL",
+        &format!("http://127.0.0.1:{refusing}"),
+    )]);
+    run.expect_code(1);
+    let warnings = push_warnings(&run);
+    assert_eq!(warnings.len(), 1);
+    let line = run
+        .lines
+        .iter()
+        .find(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("could not push"))
+        })
+        .expect("the warning line");
+    assert!(
+        line["error"].as_str().unwrap().contains("HTTP 503"),
+        "{line}"
+    );
+
+    let (hung, _server) = fake_gateway(None);
+    let started = Instant::now();
+    let run = h.run(&[(
+        "ECR_REFRESH_PUSHGATEWAY_URL",
+        &format!("http://127.0.0.1:{hung}"),
+    )]);
+    let took = started.elapsed();
+    eprintln!("a run against a hung gateway took {took:?}");
+    run.expect_code(1);
+    assert_eq!(push_warnings(&run).len(), 1);
+    assert!(
+        took < Duration::from_secs(10),
+        "a hung gateway costs at most its timeout: {took:?}"
+    );
+}
