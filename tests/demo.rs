@@ -88,3 +88,25 @@ fn the_demo_shows_secrets_created_then_updated_in_place_and_the_kubectl_one_adop
         "{printed}"
     );
 }
+
+#[test]
+fn the_demo_reports_a_failed_run_and_a_binary_it_cannot_start() {
+    let mut out = Vec::new();
+    let demo = demo::run(Path::new("/bin/false"), &mut out).expect("/bin/false starts");
+    assert!(!demo.succeeded());
+    assert!(
+        demo.runs
+            .iter()
+            .all(|r| r.exit_code == 1 && r.rows.is_empty())
+    );
+    let printed = String::from_utf8(out).expect("the demo prints text");
+    assert!(printed.contains("run 1: exit 1"), "{printed}");
+    assert!(printed.contains("the run's output"), "{printed}");
+
+    let missing = Path::new("/nonexistent/ecr-refresh");
+    let error = demo::run(missing, &mut Vec::new()).expect_err("no such binary");
+    assert!(
+        error.to_string().contains("/nonexistent/ecr-refresh"),
+        "{error}"
+    );
+}

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use base64::Engine as _;
@@ -93,26 +94,26 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
         .unwrap_or_default()
         .to_owned();
 
-    let dir = std::env::temp_dir().join(format!("ecr-refresh-demo-{}", std::process::id()));
+    let scratch = Scratch::create()?;
+    let dir = scratch.0.as_path();
     let files = |source| DemoError::Files {
-        dir: dir.clone(),
+        dir: dir.to_owned(),
         source,
     };
-    std::fs::create_dir_all(&dir).map_err(files)?;
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, cluster.kubeconfig()).map_err(files)?;
 
     writeln!(
         out,
-        "ecr-refresh demo: {binary}\n\
-         against a fake API server ({cluster}) and a fake ECR ({ecr}), both in this process.\n\
-         Namespaces: {new} (empty), {LEGACY} (its Secret made by the old \
-         `kubectl create secret docker-registry --dry-run=client -o yaml | kubectl apply -f -` \
-         loop), {TERMINATING} (being deleted).",
+        "ecr-refresh demo: {binary}, run {RUNS} times against a fake API server\n\
+         ({cluster}) and a fake ECR ({ecr}), both in this process.\n\
+         Namespaces: {new} (empty); {LEGACY}, whose Secret the old loop made:\n  \
+         kubectl create secret docker-registry --dry-run=client -o yaml | kubectl apply -f -\n\
+         and {TERMINATING} (being deleted).",
         binary = binary.display(),
         cluster = cluster.url(),
         ecr = ecr.url(),
-        new = NEW.join(", "),
+        new = NEW.join(" and "),
     )?;
 
     let mut runs = Vec::with_capacity(RUNS);
@@ -122,7 +123,7 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
         let output = Command::new(binary)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &dir)
+            .env("HOME", dir)
             .env("KUBECONFIG", &kubeconfig)
             .env("AWS_ENDPOINT_URL_ECR", ecr.url())
             .env("AWS_REGION", "us-east-1")
@@ -169,22 +170,61 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
     }
 
     let demo = Demo { legacy_uid, runs };
-    let kept = demo
-        .runs
-        .iter()
-        .flat_map(|r| &r.rows)
-        .filter(|r| r.namespace == LEGACY)
-        .all(|r| r.uid_before == demo.legacy_uid && r.uid_after == demo.legacy_uid);
-    if kept {
+    let uids = |namespace: &str| -> Vec<&str> {
+        demo.runs
+            .iter()
+            .flat_map(|r| &r.rows)
+            .filter(|r| r.namespace == namespace)
+            .flat_map(|r| [r.uid_before.as_str(), r.uid_after.as_str()])
+            .collect()
+    };
+    if uids(LEGACY).iter().all(|uid| *uid == demo.legacy_uid) {
         writeln!(
             out,
-            "\n{LEGACY}'s Secret kept uid {uid} through both runs: adopted and updated in place, \
-             never deleted. The new namespaces' Secrets kept theirs from run 1 to run 2.",
+            "\n{LEGACY}'s Secret kept uid {uid} through both runs: adopted and updated\n\
+             in place, never deleted.",
             uid = demo.legacy_uid
         )?;
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    // Created in run 1 (no uid before), then the same Secret ever after.
+    let kept_new = NEW.iter().all(|namespace| {
+        let uids = uids(namespace);
+        uids.len() == 2 * RUNS && uids[0] == "-" && uids[1..].windows(2).all(|w| w[0] == w[1])
+    });
+    if kept_new {
+        writeln!(
+            out,
+            "{new}'s Secrets, created in run 1, kept their uids in run 2.",
+            new = NEW.join(" and ")
+        )?;
+    }
     Ok(demo)
+}
+
+/// The demo's kubeconfig and HOME, removed when the demo ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn create() -> Result<Self, DemoError> {
+        // Unique per demo, as tests run several in one process.
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "ecr-refresh-demo-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).map_err(|source| DemoError::Files {
+            dir: dir.clone(),
+            source,
+        })?;
+        Ok(Self(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A Secret as the old loop made it: `kubectl apply` (client-side) stores the whole object
