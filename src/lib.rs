@@ -1,6 +1,7 @@
 //! ecr-refresh: refreshes an AWS ECR image-pull Secret in place, in every selected namespace.
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod docker_config;
@@ -16,6 +17,7 @@ pub mod registry;
 pub mod report;
 pub mod retry;
 pub mod run;
+pub mod sdk;
 pub mod secret;
 pub mod service_accounts;
 pub mod termination;

@@ -1,14 +1,33 @@
-//! Wiring: logs, configuration, the run, the exit code.
+//! Wiring: the command line, logs, configuration, the run, the exit code.
 #![forbid(unsafe_code)]
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::str::FromStr;
 
+use ecr_refresh::cli::{self, Command};
 use ecr_refresh::config::{Config, DEFAULT_TERMINATION_LOG, LogFormat};
 use ecr_refresh::report::{exit, termination_error};
+use ecr_refresh::termination::write_termination_message_now;
 use ecr_refresh::{logging, run};
 
 fn main() -> ExitCode {
+    // Before anything else is read: --help and --version touch neither AWS nor the cluster.
+    match cli::parse(std::env::args_os().skip(1)) {
+        Ok(Command::Run) => {}
+        Ok(Command::Help) => {
+            print!("{}", cli::help());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Version) => {
+            println!("{}", cli::version());
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("ecr-refresh: {e}");
+            return ExitCode::from(exit::CONFIG);
+        }
+    }
     // The format is needed before the configuration is parsed, so its errors are logged in it.
     let format = std::env::var("ECR_REFRESH_LOG_FORMAT")
         .ok()
@@ -24,7 +43,10 @@ fn main() -> ExitCode {
             let path = std::env::var_os("ECR_REFRESH_TERMINATION_LOG")
                 .filter(|p| !p.is_empty())
                 .unwrap_or_else(|| DEFAULT_TERMINATION_LOG.into());
-            let _ = std::fs::write(path, termination_error(exit::CONFIG, &e.to_string()));
+            write_termination_message_now(
+                Path::new(&path),
+                &termination_error(exit::CONFIG, &e.to_string()),
+            );
             return ExitCode::from(exit::CONFIG);
         }
     };

@@ -137,7 +137,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
 }
 
 async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let sdk = crate::sdk::load().await;
     let tokens = ecr::fetch(&sdk, &config.registries, config.dual_stack).await?;
     info!(
         registries = %tokens.registries().join(","),

@@ -4,6 +4,7 @@
 //! Both serve plain HTTP on 127.0.0.1 from a background thread with its own tokio runtime,
 //! so tests drive them with a synchronous API and can run many side by side.
 
+pub mod demo;
 pub mod ecr;
 pub mod kube;
 pub mod token_registry;

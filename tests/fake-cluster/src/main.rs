@@ -1,20 +1,26 @@
 //! `fake-cluster`: serves the fake Kubernetes API server and the fake ECR endpoint on
-//! 127.0.0.1 until killed, for trying ecr-refresh (or kubectl) by hand.
+//! 127.0.0.1 until killed, for trying ecr-refresh (or kubectl) by hand; or, with `demo`, runs
+//! ecr-refresh's release build twice against them and prints what each run did.
 //!
 //! Usage: fake-cluster [--namespaces N] [--port P] [--kubeconfig PATH] [--latency 5ms]
+//!        fake-cluster demo [--binary PATH]
 
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use fake_cluster::{FakeCluster, FakeEcr};
+use fake_cluster::{FakeCluster, FakeEcr, demo};
 
 const USAGE: &str =
     "usage: fake-cluster [--namespaces N] [--port P] [--kubeconfig PATH] [--latency DURATION]
+       fake-cluster demo [--binary PATH]
   --namespaces N     seed N namespaces ns-00001 ... (default 0)
   --port P           API server port on 127.0.0.1 (default 0: any free port)
   --kubeconfig PATH  where to write the kubeconfig (default ./fake-cluster.kubeconfig)
-  --latency D        added latency per API request, e.g. 5ms, 1s (default 0)";
+  --latency D        added latency per API request, e.g. 5ms, 1s (default 0)
+  demo               run ecr-refresh twice against a few seeded namespaces and print each
+                     run's outcomes; builds the release binary first (cargo build --release)
+  --binary PATH      the ecr-refresh binary the demo runs instead";
 
 #[derive(Debug)]
 struct Args {
@@ -77,8 +83,86 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(parsed)
 }
 
+/// `demo [--binary PATH]`: the binary to run, if given.
+fn parse_demo_args(mut args: impl Iterator<Item = String>) -> Result<Option<PathBuf>, String> {
+    let mut binary = None;
+    while let Some(flag) = args.next() {
+        match flag.split_once('=') {
+            Some(("--binary", value)) => binary = Some(PathBuf::from(value)),
+            None if flag == "--binary" => match args.next() {
+                Some(value) => binary = Some(PathBuf::from(value)),
+                None => return Err("--binary needs a value".into()),
+            },
+            _ => return Err(format!("unknown demo flag {flag:?}")),
+        }
+    }
+    Ok(binary)
+}
+
+/// Builds ecr-refresh's release binary (a no-op when it is up to date) and returns its path,
+/// as cargo reports it, so a custom target directory is found too.
+fn build_release_binary() -> Result<PathBuf, String> {
+    // `cargo run` tells the program which cargo ran it.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // This crate lives in the workspace: build from there, wherever the command was started.
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    eprintln!("building ecr-refresh's release binary (the first time takes several minutes)...");
+    let output = Command::new(&cargo)
+        .current_dir(&workspace)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "ecr-refresh",
+            "--bin",
+            "ecr-refresh",
+        ])
+        .arg("--message-format=json-render-diagnostics")
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("could not run {}: {e}", Path::new(&cargo).display()))?;
+    if !output.status.success() {
+        return Err("cargo build --release -p ecr-refresh failed".into());
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "ecr-refresh")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| "cargo built no ecr-refresh executable".into())
+}
+
+fn run_demo(args: impl Iterator<Item = String>) -> ExitCode {
+    let binary = match parse_demo_args(args) {
+        Ok(Some(binary)) => binary,
+        Ok(None) => match build_release_binary() {
+            Ok(binary) => binary,
+            Err(message) => {
+                eprintln!("fake-cluster demo: {message}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Err(message) => {
+            eprintln!("fake-cluster demo: {message}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match demo::run(&binary, &mut std::io::stdout().lock()) {
+        Ok(demo) if demo.succeeded() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("fake-cluster demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("demo") {
+        return run_demo(args.skip(1));
+    }
+    let args = match parse_args(args) {
         Ok(args) => args,
         Err(message) => {
             if !message.is_empty() {
@@ -126,6 +210,16 @@ mod tests {
         assert_eq!(a.port, 8080);
         assert_eq!(a.latency, Duration::from_millis(5));
         assert_eq!(a.kubeconfig, PathBuf::from("/tmp/k"));
+    }
+
+    #[test]
+    fn the_demo_takes_an_optional_binary() {
+        let demo = |s: &str| parse_demo_args(s.split_whitespace().map(str::to_owned));
+        assert_eq!(demo(""), Ok(None));
+        assert_eq!(demo("--binary /b"), Ok(Some(PathBuf::from("/b"))));
+        assert_eq!(demo("--binary=/b"), Ok(Some(PathBuf::from("/b"))));
+        assert!(demo("--binary").unwrap_err().contains("--binary"));
+        assert!(demo("--fast").unwrap_err().contains("--fast"));
     }
 
     #[test]

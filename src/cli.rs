@@ -1,0 +1,186 @@
+//! The command line. ecr-refresh is configured by its environment; its only flags print the
+//! help or the version, and neither reads a kubeconfig, AWS configuration or the network.
+//! Anything else on the command line is refused, so a mistyped flag never starts a run.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+
+use crate::config::VARIABLES;
+
+/// What the command line asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// No arguments: one run, configured by the environment.
+    Run,
+    Help,
+    Version,
+}
+
+/// A command line we refuse: exit 2, nothing sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    #[error(
+        "unknown argument {0:?}: ecr-refresh takes no arguments but --help and --version, and is \
+         configured by ECR_REFRESH_* environment variables (see --help)"
+    )]
+    Unknown(String),
+    #[error("unexpected argument {extra:?} after {flag}: give one flag at a time")]
+    Extra { flag: String, extra: String },
+}
+
+/// Reads the arguments after the program name.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, ArgError> {
+    let mut args = args.into_iter().map(|a| a.to_string_lossy().into_owned());
+    let Some(first) = args.next() else {
+        return Ok(Command::Run);
+    };
+    let command = match first.as_str() {
+        "--help" | "-h" => Command::Help,
+        "--version" | "-V" => Command::Version,
+        _ => return Err(ArgError::Unknown(first)),
+    };
+    match args.next() {
+        None => Ok(command),
+        Some(extra) => Err(ArgError::Extra { flag: first, extra }),
+    }
+}
+
+/// The version a build reports. A release build sets ECR_REFRESH_VERSION and
+/// ECR_REFRESH_COMMIT (build.rs); a plain `cargo build` knows only the crate's version.
+pub fn version() -> String {
+    let version = option_env!("ECR_REFRESH_VERSION").unwrap_or(env!("CARGO_PKG_VERSION"));
+    match option_env!("ECR_REFRESH_COMMIT").filter(|c| !c.is_empty()) {
+        Some(commit) => format!("ecr-refresh {version} (commit {commit})"),
+        None => format!("ecr-refresh {version}"),
+    }
+}
+
+/// Variables without our prefix that the binary, the AWS SDK or the Kubernetes client read.
+const OTHER_VARIABLES: &[(&str, &str)] = &[
+    (
+        "AWS_REGION, AWS_PROFILE",
+        "the region (needed unless ECR_REFRESH_REGISTRIES names the registries) and profile, \
+         as the AWS CLI reads them; on EC2, the instance's region is asked of instance metadata",
+    ),
+    (
+        "AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ACCESS_KEY_ID, ...",
+        "credentials by the AWS default chain: IRSA, EKS Pod Identity, a profile, keys or \
+         instance metadata",
+    ),
+    (
+        "AWS_EC2_METADATA_DISABLED",
+        "true: never ask instance metadata (169.254.169.254), e.g. outside AWS",
+    ),
+    (
+        "AWS_ENDPOINT_URL_ECR",
+        "another ECR endpoint (a test double)",
+    ),
+    (
+        "KUBECONFIG",
+        "the kubeconfig used outside a pod (default ~/.kube/config); in a pod, the \
+         ServiceAccount's token",
+    ),
+    (
+        "RUST_LOG",
+        "a log filter replacing the default (e.g. debug, or info,aws_config=debug)",
+    ),
+];
+
+/// `--help`: what ecr-refresh does, then every variable it reads, with default and meaning.
+pub fn help() -> String {
+    let mut text = format!(
+        "{version}
+
+ecr-refresh fetches an AWS ECR token and writes it as an image-pull Secret (type
+kubernetes.io/dockerconfigjson) in every selected namespace, then exits: run it as a
+CronJob every few hours, since a token lasts 12 hours. It updates each Secret in place
+with server-side apply, pinned to the uid and resourceVersion it read, and never deletes
+one: a pod that starts during a refresh never finds the Secret missing. Each namespace
+gets one log line with its outcome and the Secret's uid before and after; the exit code
+says how the run went.
+
+Usage:
+  ecr-refresh              one run against the current kube context (or the pod's
+                           ServiceAccount), configured by the environment below
+  ecr-refresh --help, -h   this text
+  ecr-refresh --version, -V
+
+Environment (an ECR_REFRESH_* variable not listed here is refused):
+",
+        version = version()
+    );
+    for v in VARIABLES {
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            text,
+            "  {} (default: {})\n      {}",
+            v.name, v.default, v.meaning
+        );
+    }
+    text.push_str("\nAlso read:\n");
+    for (names, meaning) in OTHER_VARIABLES {
+        let _ = writeln!(text, "  {names}\n      {meaning}");
+    }
+    text.push_str(
+        "
+Exit codes:
+  0  every selected namespace refreshed (or skipped with a reason)
+  1  some namespaces failed or were left undone
+  2  invalid configuration or arguments: nothing was sent
+  3  no token, login refused, or the cluster unreachable or refusing: nothing was written
+",
+    );
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Command, ArgError> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn the_command_line_is_read_exactly() {
+        let cases: &[(&[&str], Result<Command, ArgError>)] = &[
+            (&[], Ok(Command::Run)),
+            (&["--help"], Ok(Command::Help)),
+            (&["-h"], Ok(Command::Help)),
+            (&["--version"], Ok(Command::Version)),
+            (&["-V"], Ok(Command::Version)),
+            (&["help"], Err(ArgError::Unknown("help".into()))),
+            (&["--dry-run"], Err(ArgError::Unknown("--dry-run".into()))),
+            (&["-v"], Err(ArgError::Unknown("-v".into()))),
+            (&[""], Err(ArgError::Unknown(String::new()))),
+            (
+                &["--help", "--version"],
+                Err(ArgError::Extra {
+                    flag: "--help".into(),
+                    extra: "--version".into(),
+                }),
+            ),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(&parse_strs(args), expected, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn help_names_every_variable_with_its_default_and_meaning() {
+        let help = help();
+        for v in VARIABLES {
+            let line = format!(
+                "  {} (default: {})\n      {}\n",
+                v.name, v.default, v.meaning
+            );
+            assert!(help.contains(&line), "{} missing:\n{help}", v.name);
+        }
+    }
+
+    #[test]
+    fn the_version_names_the_crate_version_when_the_build_sets_none() {
+        let expected = option_env!("ECR_REFRESH_VERSION").unwrap_or(env!("CARGO_PKG_VERSION"));
+        assert!(version().starts_with(&format!("ecr-refresh {expected}")));
+    }
+}
