@@ -192,7 +192,7 @@ fn a_host_that_is_no_registry_exits_2_naming_it() {
             "public.ecr.aws,gallery.ecr.aws",
             "gallery.ecr.aws",
         ),
-        ("ECR_REFRESH_DUAL_STACK", "maybe", "'true' or 'false'"),
+        ("ECR_REFRESH_DUAL_STACK", "maybe", "must be true or false"),
     ] {
         let h = Harness::new();
         h.namespaces(&["team-a"]);

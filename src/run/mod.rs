@@ -236,6 +236,8 @@ async fn refresh_all(
         report.record(&namespace, Outcome::Failed, &[]);
     }
     report.listing_incomplete = listing_incomplete;
+    // In name order, not the order the writes happened to finish in.
+    report.not_found.sort();
     report
 }
 
