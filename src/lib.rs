@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod config;
 pub mod docker_config;
+pub mod due;
 pub mod ecr;
 pub mod glob;
 pub mod logging;

@@ -18,9 +18,22 @@ pub enum Outcome {
     Failed,
     WouldCreate,
     WouldUpdate,
+    /// Not due (ECR_REFRESH_RENEW_BEFORE): left as it is, not written.
+    Fresh,
 }
 
 impl Outcome {
+    pub const ALL: [Outcome; 8] = [
+        Self::Created,
+        Self::Updated,
+        Self::Recreated,
+        Self::Skipped,
+        Self::Failed,
+        Self::WouldCreate,
+        Self::WouldUpdate,
+        Self::Fresh,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Created => "created",
@@ -30,6 +43,7 @@ impl Outcome {
             Self::Failed => "failed",
             Self::WouldCreate => "would-create",
             Self::WouldUpdate => "would-update",
+            Self::Fresh => "fresh",
         }
     }
 }
