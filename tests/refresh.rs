@@ -1065,6 +1065,8 @@ fn no_token_reaches_the_log_even_at_trace_level() {
 #[test]
 fn an_early_failure_still_writes_the_termination_message() {
     let h = Harness::new();
+    // A namespace to write, so a token is asked for.
+    h.namespaces(&["a"]);
     h.ecr.add_fault(EcrFault::AccessDenied, None);
     h.run(&[]).expect_code(3);
     let message: Value =

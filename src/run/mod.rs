@@ -334,8 +334,6 @@ async fn refresh_namespace(
 /// Why one namespace's Secret was not refreshed.
 enum NotDone {
     Failed(SecretError),
-    /// The run stopped while this namespace waited for the tokens: nothing was written.
-    Stopped(&'static str),
     /// No tokens: the whole run ends.
     Tokens(Arc<TokenError>),
 }
@@ -358,10 +356,9 @@ async fn refresh_secret(shared: &Shared<'_>, namespace: &str) -> Result<Written,
         }
         Decision::Due(due) => due,
     };
-    let fetched = tokio::select! {
-        fetched = shared.tokens.get() => fetched.map_err(NotDone::Tokens)?,
-        reason = shared.stop.stopping() => return Err(NotDone::Stopped(reason)),
-    };
+    // A namespace in flight when the run stops still gets its tokens and its write, within
+    // the shutdown grace, as any write in flight.
+    let fetched = shared.tokens.get().await.map_err(NotDone::Tokens)?;
     let desired = fetched.desired(config);
     let mut written = secret::write(&api, namespace, &desired, read.current).await?;
     if written.outcome != Outcome::Skipped {
@@ -380,10 +377,6 @@ async fn write_namespace(
     let written = match refresh_secret(shared, namespace).await {
         Ok(written) => written,
         Err(NotDone::Tokens(e)) => return Err(e),
-        Err(NotDone::Stopped(reason)) => {
-            log_left_undone(namespace, secret, reason);
-            return Ok((Outcome::Failed, Vec::new()));
-        }
         Err(NotDone::Failed(e)) => {
             error!(namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", error = %e, "namespace failed");
             return Ok((Outcome::Failed, Vec::new()));
