@@ -62,7 +62,7 @@ fn main() {
             let fixture = Fixture::new(n, LATENCY, false);
             for kind in [RunKind::Create, RunKind::Update] {
                 let run = fixture.run(c, kind);
-                run.print_row(n, c, kind, LATENCY);
+                run.print_row(n, c, kind.name(), LATENCY);
                 if n == largest {
                     per_namespace.push((c, kind.name(), run.wall.as_secs_f64() / n as f64));
                 }
@@ -135,7 +135,7 @@ fn renew_before_runs(n: usize) {
     let mut fixture = Fixture::new(n, LATENCY, false);
     fixture.run(16, RunKind::Create);
     let run = fixture.run(16, RunKind::NothingDue);
-    run.print_row(n, 16, RunKind::NothingDue, LATENCY);
+    run.print_row(n, 16, RunKind::NothingDue.name(), LATENCY);
     assert_eq!(run.ecr_calls, 0, "nothing due: no ECR call");
     assert_eq!(
         run.requests,
@@ -145,14 +145,41 @@ fn renew_before_runs(n: usize) {
     let new = n / 100;
     fixture.add_namespaces(new);
     let run = fixture.run(16, RunKind::OnePercentNew);
-    run.print_row(fixture.namespaces, 16, RunKind::OnePercentNew, LATENCY);
+    run.print_row(
+        fixture.namespaces,
+        16,
+        RunKind::OnePercentNew.name(),
+        LATENCY,
+    );
     assert_eq!(run.ecr_calls, 1, "1% new: one ECR call");
     assert_eq!(
         run.requests,
         fixture.namespaces + new + run.pages() + 1,
         "1% new: a read per namespace and a create per new one"
     );
+
+    // What a metadata-only read would save: the same number of requests (the digest needs the
+    // data), so only bytes. Nothing due again, with tokens as long as real ECR passwords.
+    let mut fixture = Fixture::new(n, LATENCY, false);
+    fixture.long_passwords(REAL_PASSWORD_LENGTH);
+    fixture.run(16, RunKind::Create);
+    let run = fixture.run(16, RunKind::NothingDue);
+    run.print_row(n, 16, "nothing due (8h), real-length tokens", LATENCY);
+    let secret = fixture
+        .cluster
+        .get(Resource::Secrets, &namespace(0), SECRET)
+        .expect("a Secret");
+    let whole = serde_json::to_vec(&secret).expect("JSON").len();
+    let metadata = serde_json::to_vec(&secret["metadata"]).expect("JSON").len();
+    println!(
+        "\nWith {REAL_PASSWORD_LENGTH}-character passwords (last row): a Secret is {whole} bytes of JSON, its \
+         metadata {metadata} bytes; a run where nothing is due reads {:.0} MB of Secrets at N={n}.",
+        (whole * n) as f64 / 1e6
+    );
 }
+
+/// About the longest ECR password reported (aws/containers-roadmap#1589: 2,714 characters).
+const REAL_PASSWORD_LENGTH: usize = 2700;
 
 /// A fresh fake API server with N namespaces, a fake ECR, and a kubeconfig for them.
 struct Fixture {
@@ -163,6 +190,8 @@ struct Fixture {
     namespaces: usize,
     /// The first namespace `add_namespaces` added (`namespaces` until it is called).
     first_new: usize,
+    /// The password the fake ECR hands out, if not its own short `pw-<region>-<n>`.
+    password: Option<String>,
 }
 
 fn namespace(i: usize) -> String {
@@ -170,6 +199,15 @@ fn namespace(i: usize) -> String {
 }
 
 impl Fixture {
+    /// Every later token is this long (a real ECR password is about 2,000 to 2,700 characters).
+    fn long_passwords(&mut self, length: usize) {
+        let password: String = std::iter::repeat_with(fastrand::alphanumeric)
+            .take(length)
+            .collect();
+        self.ecr.set_password(REGION, &password);
+        self.password = Some(password);
+    }
+
     /// Adds `count` namespaces after the last one.
     fn add_namespaces(&mut self, count: usize) {
         self.first_new = self.namespaces;
@@ -199,6 +237,7 @@ impl Fixture {
             kubeconfig,
             namespaces,
             first_new: namespaces,
+            password: None,
         }
     }
 
@@ -263,7 +302,10 @@ impl Fixture {
     /// due); every new namespace (1% new) holds the latest.
     fn check_refreshed(&self, kind: RunKind) {
         let calls = self.ecr.calls().len();
-        let expected = format!("pw-{REGION}-{calls}");
+        let expected = self
+            .password
+            .clone()
+            .unwrap_or_else(|| format!("pw-{REGION}-{calls}"));
         let sample = [0, self.namespaces / 2, self.namespaces - 1];
         let checked: Vec<usize> = match kind {
             RunKind::Create | RunKind::Update => sample.to_vec(),
@@ -344,12 +386,11 @@ impl Measured {
         latency * self.requests as u32 / self.concurrency as u32
     }
 
-    fn print_row(&self, n: usize, c: usize, kind: RunKind, latency: Duration) {
+    fn print_row(&self, n: usize, c: usize, name: &str, latency: Duration) {
         let bound = self.lower_bound(latency).as_secs_f64();
         let wall = self.wall.as_secs_f64();
         println!(
-            "| {n} | {c} | {} | {wall:.2} | {:.3} | {} | {} | {:.2} | {:.2} | {:.1} | {bound:.2} | {:.2} |",
-            kind.name(),
+            "| {n} | {c} | {name} | {wall:.2} | {:.3} | {} | {} | {:.2} | {:.2} | {:.1} | {bound:.2} | {:.2} |",
             self.per_namespace(),
             self.pages(),
             self.ecr_calls,
