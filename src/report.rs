@@ -210,6 +210,16 @@ mod tests {
     }
 
     #[test]
+    fn every_outcome_is_listed_once_with_its_own_name() {
+        let names: std::collections::BTreeSet<&str> =
+            Outcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(names.len(), Outcome::ALL.len());
+        assert!(names.contains("fresh"));
+        let json = serde_json::to_value(Outcome::ALL).unwrap();
+        assert_eq!(json[7], "fresh", "serialised as it is logged");
+    }
+
+    #[test]
     fn counts_are_kept_per_outcome() {
         let mut r = Report::default();
         for (ns, o) in [

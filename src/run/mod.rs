@@ -205,7 +205,8 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
 }
 
 async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
-    // Only loaded here (no AWS call): the region, and the credentials for when a token is due.
+    // Loaded, not used yet (no ECR call): the region, and the credentials for when a Secret
+    // turns out to be due.
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let (client, url) = cluster::connect().await?;
     let version = cluster::check(&client, &url).await?;
