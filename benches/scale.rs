@@ -4,9 +4,11 @@
 //! a comma list for several) and concurrency c (16 and 64), a fresh fake with 5 ms added
 //! per request gets a create run, then an update run. Each run reports wall time, requests
 //! per namespace, list pages, ECR calls, the child's CPU time and peak RSS, and how far the
-//! wall time is from the lower bound requests × latency / c. Then: the request mix of one
-//! create and one update run (request log on), the fake's throughput with no added latency,
-//! and the common `kubectl create --dry-run | kubectl apply` loop on the same fake.
+//! wall time is from the lower bound requests × latency / c. Then two runs with
+//! ECR_REFRESH_RENEW_BEFORE=8h at the largest N and c=16, after a create run: nothing due,
+//! and 1% of namespaces new since. Then: the request mix of one create and one update run
+//! (request log on), the fake's throughput with no added latency, and the common
+//! `kubectl create --dry-run | kubectl apply` loop on the same fake.
 //!
 //! Peak RSS comes from `wait4`, but not on a child of this process: Linux folds the hiwater
 //! RSS of the memory the child was spawned from into the child's `ru_maxrss` at exec, and
@@ -60,7 +62,7 @@ fn main() {
             let fixture = Fixture::new(n, LATENCY, false);
             for kind in [RunKind::Create, RunKind::Update] {
                 let run = fixture.run(c, kind);
-                run.print_row(n, c, kind, LATENCY);
+                run.print_row(n, c, kind.name(), LATENCY);
                 if n == largest {
                     per_namespace.push((c, kind.name(), run.wall.as_secs_f64() / n as f64));
                 }
@@ -68,6 +70,7 @@ fn main() {
         }
     }
 
+    renew_before_runs(largest);
     fixed_cost();
     fake_throughput(largest);
     kubectl_comparison(&per_namespace, largest);
@@ -96,6 +99,10 @@ fn namespace_counts() -> Vec<usize> {
 enum RunKind {
     Create,
     Update,
+    /// ECR_REFRESH_RENEW_BEFORE=8h right after a run: every Secret is fresh.
+    NothingDue,
+    /// ECR_REFRESH_RENEW_BEFORE=8h with 1% of namespaces added since the last run.
+    OnePercentNew,
 }
 
 impl RunKind {
@@ -103,9 +110,76 @@ impl RunKind {
         match self {
             Self::Create => "create",
             Self::Update => "update",
+            Self::NothingDue => "nothing due (8h)",
+            Self::OnePercentNew => "1% new (8h)",
+        }
+    }
+
+    /// ECR_REFRESH_RENEW_BEFORE for this run; the default (12h) renews every Secret.
+    fn renew_before(self) -> &'static str {
+        match self {
+            Self::Create | Self::Update => "12h",
+            Self::NothingDue | Self::OnePercentNew => "8h",
         }
     }
 }
+
+/// ECR_REFRESH_RENEW_BEFORE=8h at N namespaces, c=16: after a create run, a run where nothing
+/// is due, then one where 1% of namespaces are new.
+fn renew_before_runs(n: usize) {
+    println!("\n## Runs with ECR_REFRESH_RENEW_BEFORE=8h (request log off)\n");
+    println!(
+        "| N | c | run | wall s | requests/ns | list pages | ECR calls | CPU s | fake CPU s | peak RSS MB | lower bound s | wall / bound |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut fixture = Fixture::new(n, LATENCY, false);
+    fixture.run(16, RunKind::Create);
+    let run = fixture.run(16, RunKind::NothingDue);
+    run.print_row(n, 16, RunKind::NothingDue.name(), LATENCY);
+    assert_eq!(run.ecr_calls, 0, "nothing due: no ECR call");
+    assert_eq!(
+        run.requests,
+        n + run.pages() + 1,
+        "nothing due: one read per namespace, the pages and /version; no write"
+    );
+    let new = n / 100;
+    fixture.add_namespaces(new);
+    let run = fixture.run(16, RunKind::OnePercentNew);
+    run.print_row(
+        fixture.namespaces,
+        16,
+        RunKind::OnePercentNew.name(),
+        LATENCY,
+    );
+    assert_eq!(run.ecr_calls, 1, "1% new: one ECR call");
+    assert_eq!(
+        run.requests,
+        fixture.namespaces + new + run.pages() + 1,
+        "1% new: a read per namespace and a create per new one"
+    );
+
+    // What a metadata-only read would save: the same number of requests (the digest needs the
+    // data), so only bytes. Nothing due again, with tokens as long as real ECR passwords.
+    let mut fixture = Fixture::new(n, LATENCY, false);
+    fixture.long_passwords(REAL_PASSWORD_LENGTH);
+    fixture.run(16, RunKind::Create);
+    let run = fixture.run(16, RunKind::NothingDue);
+    run.print_row(n, 16, "nothing due (8h), real-length tokens", LATENCY);
+    let secret = fixture
+        .cluster
+        .get(Resource::Secrets, &namespace(0), SECRET)
+        .expect("a Secret");
+    let whole = serde_json::to_vec(&secret).expect("JSON").len();
+    let metadata = serde_json::to_vec(&secret["metadata"]).expect("JSON").len();
+    println!(
+        "\nWith {REAL_PASSWORD_LENGTH}-character passwords (last row): a Secret is {whole} bytes of JSON, its \
+         metadata {metadata} bytes; a run where nothing is due reads {:.0} MB of Secrets at N={n}.",
+        (whole * n) as f64 / 1e6
+    );
+}
+
+/// About the longest ECR password reported (aws/containers-roadmap#1589: 2,714 characters).
+const REAL_PASSWORD_LENGTH: usize = 2700;
 
 /// A fresh fake API server with N namespaces, a fake ECR, and a kubeconfig for them.
 struct Fixture {
@@ -114,6 +188,10 @@ struct Fixture {
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
     namespaces: usize,
+    /// The first namespace `add_namespaces` added (`namespaces` until it is called).
+    first_new: usize,
+    /// The password the fake ECR hands out, if not its own short `pw-<region>-<n>`.
+    password: Option<String>,
 }
 
 fn namespace(i: usize) -> String {
@@ -121,6 +199,24 @@ fn namespace(i: usize) -> String {
 }
 
 impl Fixture {
+    /// Every later token is this long (a real ECR password is about 2,000 to 2,700 characters).
+    fn long_passwords(&mut self, length: usize) {
+        let password: String = std::iter::repeat_with(fastrand::alphanumeric)
+            .take(length)
+            .collect();
+        self.ecr.set_password(REGION, &password);
+        self.password = Some(password);
+    }
+
+    /// Adds `count` namespaces after the last one.
+    fn add_namespaces(&mut self, count: usize) {
+        self.first_new = self.namespaces;
+        for i in self.namespaces..self.namespaces + count {
+            self.cluster.add_namespace(&namespace(i), &[]);
+        }
+        self.namespaces += count;
+    }
+
     fn new(namespaces: usize, latency: Duration, log_requests: bool) -> Self {
         let builder = FakeCluster::builder().latency(latency).max_page(PAGE);
         let builder = if log_requests {
@@ -140,6 +236,8 @@ impl Fixture {
             dir,
             kubeconfig,
             namespaces,
+            first_new: namespaces,
+            password: None,
         }
     }
 
@@ -169,6 +267,7 @@ impl Fixture {
                 self.dir.path().join("termination-log"),
             )
             .env("ECR_REFRESH_CONCURRENCY", concurrency.to_string())
+            .env("ECR_REFRESH_RENEW_BEFORE", kind.renew_before())
             .env("RUST_LOG", "warn")
             .output()
             .expect("the launcher runs");
@@ -198,11 +297,41 @@ impl Fixture {
         }
     }
 
-    /// The first, middle and last namespace hold the password of the latest ECR call.
+    /// The first, middle and last namespace hold the password of the latest ECR call (after a
+    /// run that renews every Secret), or the Secret they held (after one where nothing was
+    /// due); every new namespace (1% new) holds the latest.
     fn check_refreshed(&self, kind: RunKind) {
         let calls = self.ecr.calls().len();
-        let expected = format!("pw-{REGION}-{calls}");
-        for i in [0, self.namespaces / 2, self.namespaces - 1] {
+        let expected = self
+            .password
+            .clone()
+            .unwrap_or_else(|| format!("pw-{REGION}-{calls}"));
+        let sample = [0, self.namespaces / 2, self.namespaces - 1];
+        let checked: Vec<usize> = match kind {
+            RunKind::Create | RunKind::Update => sample.to_vec(),
+            RunKind::NothingDue | RunKind::OnePercentNew => {
+                for i in sample {
+                    let history = self
+                        .cluster
+                        .history(Resource::Secrets, &namespace(i), SECRET);
+                    let new = kind == RunKind::OnePercentNew && i >= self.first_new;
+                    if !new {
+                        assert_eq!(
+                            history.len(),
+                            1,
+                            "{}: {} was written",
+                            kind.name(),
+                            namespace(i)
+                        );
+                    }
+                }
+                if kind == RunKind::NothingDue {
+                    return;
+                }
+                (self.first_new..self.namespaces).collect()
+            }
+        };
+        for i in checked {
             let ns = namespace(i);
             let secret = self
                 .cluster
@@ -257,12 +386,11 @@ impl Measured {
         latency * self.requests as u32 / self.concurrency as u32
     }
 
-    fn print_row(&self, n: usize, c: usize, kind: RunKind, latency: Duration) {
+    fn print_row(&self, n: usize, c: usize, name: &str, latency: Duration) {
         let bound = self.lower_bound(latency).as_secs_f64();
         let wall = self.wall.as_secs_f64();
         println!(
-            "| {n} | {c} | {} | {wall:.2} | {:.3} | {} | {} | {:.2} | {:.2} | {:.1} | {bound:.2} | {:.2} |",
-            kind.name(),
+            "| {n} | {c} | {name} | {wall:.2} | {:.3} | {} | {} | {:.2} | {:.2} | {:.1} | {bound:.2} | {:.2} |",
             self.per_namespace(),
             self.pages(),
             self.ecr_calls,

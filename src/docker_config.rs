@@ -110,6 +110,11 @@ pub fn auths_keys(bytes: &[u8]) -> Result<Vec<String>, UnreadableDockerConfig> {
     Ok(split(bytes)?.1.into_iter().map(|(k, _)| k).collect())
 }
 
+/// The `auths` entries of a value, by key, each value exactly as it is written.
+pub fn auths(bytes: &[u8]) -> Result<Vec<(String, Box<RawValue>)>, UnreadableDockerConfig> {
+    Ok(split(bytes)?.1)
+}
+
 fn entry(password: &SecretString) -> Box<RawValue> {
     let password = password.expose_secret();
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("AWS:{password}"));

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod docker_config;
+pub mod due;
 pub mod ecr;
 pub mod events;
 pub mod glob;

@@ -19,11 +19,13 @@ pub enum Outcome {
     Failed,
     WouldCreate,
     WouldUpdate,
+    /// Not due (ECR_REFRESH_RENEW_BEFORE): left as it is, not written.
+    Fresh,
 }
 
 impl Outcome {
     /// Every outcome, for code that reports each (the metrics, with zeros).
-    pub const ALL: [Outcome; 7] = [
+    pub const ALL: [Outcome; 8] = [
         Self::Created,
         Self::Updated,
         Self::Recreated,
@@ -31,6 +33,7 @@ impl Outcome {
         Self::Failed,
         Self::WouldCreate,
         Self::WouldUpdate,
+        Self::Fresh,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +45,7 @@ impl Outcome {
             Self::Failed => "failed",
             Self::WouldCreate => "would-create",
             Self::WouldUpdate => "would-update",
+            Self::Fresh => "fresh",
         }
     }
 }
@@ -228,6 +232,16 @@ mod tests {
             ..Report::default()
         };
         assert_eq!(named_but_missing.exit_code(), exit::FAILED);
+    }
+
+    #[test]
+    fn every_outcome_is_listed_once_with_its_own_name() {
+        let names: std::collections::BTreeSet<&str> =
+            Outcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(names.len(), Outcome::ALL.len());
+        assert!(names.contains("fresh"));
+        let json = serde_json::to_value(Outcome::ALL).unwrap();
+        assert_eq!(json[7], "fresh", "serialised as it is logged");
     }
 
     #[test]

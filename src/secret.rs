@@ -20,6 +20,7 @@ use tracing::debug;
 use base64::Engine as _;
 
 use crate::docker_config::{self, Credential, UnreadableDockerConfig};
+use crate::due::{self, Decision, Policy};
 use crate::names::SecretName;
 use crate::registry::normalize;
 use crate::report::Outcome;
@@ -33,6 +34,9 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// configured are ours to remove; every other entry is someone else's.
 pub const REGISTRIES_ANNOTATION: &str = "ecr-refresh/registries";
 pub const EXPIRES_ANNOTATION: &str = "ecr-refresh/token-expires-at";
+/// What our last write put in our `auths` entries, as a digest (see `due::digest`): entries
+/// that no longer match it were changed by someone, and the Secret is due.
+pub const DIGEST_ANNOTATION: &str = "ecr-refresh/auths-sha256";
 /// Where `kubectl apply` keeps a copy of the whole object it applied, password included.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -91,8 +95,12 @@ pub struct Written {
     /// auths entries we had written for registries no longer configured, removed.
     pub dropped_entries: Vec<String>,
     /// The expiry the Secret holds after this run: the token's for a write (or a dry run's
-    /// would-be write), None when skipped.
+    /// would-be write), the recorded one for `fresh`; None when skipped or failed.
     pub expires_at: Option<SystemTime>,
+    /// When a `fresh` Secret becomes due: its expiry less ECR_REFRESH_RENEW_BEFORE.
+    pub due_at: Option<SystemTime>,
+    /// Why a written Secret was due (`expires-soon`, `missing`, …).
+    pub due: Option<String>,
 }
 
 impl Written {
@@ -107,6 +115,17 @@ impl Written {
             kept_entries: 0,
             dropped_entries: Vec::new(),
             expires_at: None,
+            due_at: None,
+            due: None,
+        }
+    }
+
+    /// Not due: left as it is, uid unchanged.
+    pub fn fresh(uid: Option<String>, expires_at: SystemTime, due_at: SystemTime) -> Self {
+        Self {
+            expires_at: Some(expires_at),
+            due_at: Some(due_at),
+            ..Self::new(Outcome::Fresh, uid.clone(), uid)
         }
     }
 
@@ -181,11 +200,40 @@ impl SecretError {
     }
 }
 
-/// Refreshes the pull Secret in `namespace`, the one `api` is scoped to.
-pub async fn refresh(
+/// The Secret as read, and whether it is due.
+pub struct Read {
+    pub current: Option<Secret>,
+    pub decision: Decision,
+}
+
+/// Reads the pull Secret and decides whether it is due. A Secret no write could fix (another
+/// type, immutable, an unreadable value) fails here, before any token is fetched for it.
+pub async fn read(
+    api: &Api<Secret>,
+    name: &SecretName,
+    policy: &Policy<'_>,
+    now: SystemTime,
+) -> Result<Read, SecretError> {
+    let current = retry::send("get secret", || api.get_opt(name.as_str()))
+        .await
+        .map_err(|e| SecretError::request("read", e))?;
+    if let Some(current) = &current {
+        writable(current)?;
+        if let Some(value) = current.data.as_ref().and_then(|d| d.get(DATA_KEY)) {
+            docker_config::auths_keys(&value.0)?;
+        }
+    }
+    let decision = due::decide(current.as_ref(), policy, now);
+    Ok(Read { current, decision })
+}
+
+/// Writes the pull Secret in `namespace`, the one `api` is scoped to, starting from `first`,
+/// what `read` found: no second read unless a write is refused for a change meanwhile.
+pub async fn write(
     api: &Api<Secret>,
     namespace: &str,
     desired: &Desired<'_>,
+    first: Option<Secret>,
 ) -> Result<Written, SecretError> {
     let name = desired.name.as_str();
     // The uid of a Secret that was deleted between our read and our apply.
@@ -204,10 +252,14 @@ pub async fn refresh(
             ..Written::new(outcome, deleted_uid, uid)
         }
     };
+    let mut read = Some(first);
     for _ in 0..ATTEMPTS {
-        let current = retry::send("get secret", || api.get_opt(name))
-            .await
-            .map_err(|e| SecretError::request("read", e))?;
+        let current = match read.take() {
+            Some(current) => current,
+            None => retry::send("get secret", || api.get_opt(name))
+                .await
+                .map_err(|e| SecretError::request("read", e))?,
+        };
         let Some(current) = current else {
             match create(api, desired).await? {
                 Created::Done(uid) => return Ok(created(uid, deleted_uid)),
@@ -308,18 +360,7 @@ async fn update(
     desired: &Desired<'_>,
     current: &Secret,
 ) -> Result<Updated, SecretError> {
-    let found = current.type_.as_deref().unwrap_or("Opaque");
-    if found != SECRET_TYPE {
-        return Err(SecretError::WrongType {
-            found: found.to_owned(),
-            uid: current.metadata.uid.clone(),
-        });
-    }
-    if current.immutable == Some(true) {
-        return Err(SecretError::Immutable {
-            uid: current.metadata.uid.clone(),
-        });
-    }
+    writable(current)?;
     let previously_ours: Vec<String> = current
         .metadata
         .annotations
@@ -379,7 +420,7 @@ async fn update(
              written, but disappears once those finalizers are removed; the next run then creates it fresh"
         ));
     }
-    if !desired.dry_run && last_applied_holds_ours(&applied, desired) {
+    if !desired.dry_run && last_applied_holds_ours(&applied, &desired.hosts()) {
         // The refresh itself is done: a failure here is reported, not turned into one.
         match remove_last_applied(api, name, desired, applied).await {
             Ok(removed) => written.removed_last_applied = removed,
@@ -390,6 +431,23 @@ async fn update(
         }
     }
     Ok(Updated::Done(written))
+}
+
+/// A Secret of another type, or an immutable one, is not ours to change.
+fn writable(current: &Secret) -> Result<(), SecretError> {
+    let found = current.type_.as_deref().unwrap_or("Opaque");
+    if found != SECRET_TYPE {
+        return Err(SecretError::WrongType {
+            found: found.to_owned(),
+            uid: current.metadata.uid.clone(),
+        });
+    }
+    if current.immutable == Some(true) {
+        return Err(SecretError::Immutable {
+            uid: current.metadata.uid.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// Removes kubectl's last-applied annotation, which holds a copy of the old password.
@@ -403,7 +461,7 @@ async fn remove_last_applied(
     mut seen: Secret,
 ) -> Result<bool, SecretError> {
     for _ in 0..ATTEMPTS {
-        if !last_applied_holds_ours(&seen, desired) {
+        if !last_applied_holds_ours(&seen, &desired.hosts()) {
             return Ok(false);
         }
         let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
@@ -437,9 +495,9 @@ async fn remove_last_applied(
 }
 
 /// Whether kubectl's last-applied annotation holds a docker config with an entry for one of
-/// our registries: a copy of a password we replace. Any other last-applied annotation is
-/// someone else's, and stays.
-fn last_applied_holds_ours(secret: &Secret, desired: &Desired<'_>) -> bool {
+/// our registries (`hosts`): a copy of a password we replace. Any other last-applied
+/// annotation is someone else's, and stays.
+pub fn last_applied_holds_ours(secret: &Secret, hosts: &[&str]) -> bool {
     let Some(text) = secret
         .metadata
         .annotations
@@ -457,9 +515,8 @@ fn last_applied_holds_ours(secret: &Secret, desired: &Desired<'_>) -> bool {
     else {
         return false;
     };
-    let ours = desired.hosts();
     docker_config::auths_keys(&value)
-        .is_ok_and(|keys| keys.iter().any(|k| ours.contains(&normalize(k).as_str())))
+        .is_ok_and(|keys| keys.iter().any(|k| hosts.contains(&normalize(k).as_str())))
 }
 
 /// The object we apply or create: only the fields we own.
@@ -470,6 +527,8 @@ fn body(
     resource_version: Option<String>,
 ) -> Secret {
     let registries = desired.hosts();
+    // Our own bytes: they parse. The record is of exactly what this write stores.
+    let digest = due::value_digest(&value, &registries).unwrap_or_default();
     Secret {
         metadata: ObjectMeta {
             name: Some(desired.name.as_str().to_owned()),
@@ -482,6 +541,7 @@ fn body(
             annotations: Some(BTreeMap::from([
                 (REGISTRIES_ANNOTATION.to_owned(), registries.join(",")),
                 (EXPIRES_ANNOTATION.to_owned(), desired.expires_at.clone()),
+                (DIGEST_ANNOTATION.to_owned(), digest),
             ])),
             ..ObjectMeta::default()
         },

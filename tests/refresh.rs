@@ -714,11 +714,10 @@ fn no_token_means_nothing_is_written() {
             .unwrap()
             .to_owned();
         assert!(error.contains(words), "{error}");
-        assert_eq!(
-            h.cluster.request_count(),
-            0,
-            "no request before a token is in hand"
-        );
+        // The Secret is read (it is due: missing), then the token is asked for: no write.
+        assert_eq!(h.statuses("POST", "/secrets"), Vec::<u16>::new());
+        assert_eq!(h.statuses("PATCH", "/secrets"), Vec::<u16>::new());
+        assert!(h.secret("a").is_none());
     }
 }
 
@@ -1069,6 +1068,8 @@ fn no_token_reaches_the_log_even_at_trace_level() {
 #[test]
 fn an_early_failure_still_writes_the_termination_message() {
     let h = Harness::new();
+    // A namespace to write, so a token is asked for.
+    h.namespaces(&["a"]);
     h.ecr.add_fault(EcrFault::AccessDenied, None);
     h.run(&[]).expect_code(3);
     let message: Value =

@@ -29,6 +29,8 @@ const PREFIX: &str = "ECR_REFRESH_";
 const DEFAULT_SECRET_NAME: &str = "aws-ecr-token";
 const DEFAULT_CONCURRENCY: usize = 16;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// An ECR token's whole life: by default every run renews every Secret.
+const DEFAULT_RENEW_BEFORE: Duration = Duration::from_secs(12 * 3600);
 /// Where Kubernetes reads a container's termination message from.
 pub const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
 
@@ -96,6 +98,8 @@ pub struct Config {
     pub pushgateway: Option<Pushgateway>,
     /// Whether a failed namespace gets a Warning Event.
     pub events: bool,
+    /// A Secret whose token has less than this left is due; one that is not due is not written.
+    pub renew_before: Duration,
 }
 
 /// The variables as envy reads them, before parsing.
@@ -117,6 +121,7 @@ struct Raw {
     pushgateway_url: Option<String>,
     pushgateway_labels: Option<String>,
     events: Option<String>,
+    renew_before: Option<String>,
 }
 
 impl Config {
@@ -234,6 +239,12 @@ impl Config {
             }
         };
         let events = parse_or("ECR_REFRESH_EVENTS", raw.events, parse_bool, || true)?;
+        let renew_before = parse_or(
+            "ECR_REFRESH_RENEW_BEFORE",
+            raw.renew_before,
+            parse_renew_before,
+            || DEFAULT_RENEW_BEFORE,
+        )?;
         let termination_log = raw
             .termination_log
             .map(PathBuf::from)
@@ -256,6 +267,7 @@ impl Config {
             termination_log,
             pushgateway,
             events,
+            renew_before,
         })
     }
 }
@@ -288,6 +300,17 @@ fn text_vars(
         }
     }
     Ok(text)
+}
+
+/// A positive duration. Above 12h (an ECR token's life) every Secret is due on every run.
+fn parse_renew_before(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(
+            "must be a duration above zero, like '8h' or '90m'; 12h or more renews on every run"
+                .into(),
+        ),
+    }
 }
 
 fn invalid(variable: &'static str, value: &str, accepted: String) -> ConfigError {
@@ -364,6 +387,7 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_secs(300));
         assert_eq!(c.log_format, LogFormat::Text);
         assert_eq!(c.termination_log, PathBuf::from("/dev/termination-log"));
+        assert_eq!(c.renew_before, Duration::from_secs(12 * 3600));
         assert_eq!(c.pushgateway, None);
         assert!(c.events);
     }
@@ -447,6 +471,9 @@ mod tests {
                 "label selector",
             ),
             ("ECR_REFRESH_SERVICE_ACCOUNTS", "Default", "DNS subdomain"),
+            ("ECR_REFRESH_RENEW_BEFORE", "abc", "a duration above zero"),
+            ("ECR_REFRESH_RENEW_BEFORE", "-1h", "a duration above zero"),
+            ("ECR_REFRESH_RENEW_BEFORE", "0s", "a duration above zero"),
         ];
         for (variable, value, accepted) in cases {
             let message = error(&[(variable, value)]);

@@ -74,6 +74,11 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "true: try each token against its registry before writing; refused means exit 3, nothing written",
     },
     Variable {
+        name: "ECR_REFRESH_RENEW_BEFORE",
+        default: "12h",
+        meaning: "a Secret is rewritten once its token has less than this left (or it is missing, incomplete or edited); 12h or more: every run rewrites every Secret",
+    },
+    Variable {
         name: "ECR_REFRESH_TERMINATION_LOG",
         default: "/dev/termination-log",
         meaning: "where the run's summary is written as JSON, for kubectl describe pod",

@@ -1,5 +1,7 @@
 //! The log lines an operator reads: one per namespace, and the summary.
 
+use std::time::SystemTime;
+
 use tracing::{Level, error, info};
 
 use crate::config::Config;
@@ -39,6 +41,7 @@ pub fn log_written(
         }
         (Outcome::Skipped, _) => "namespace skipped",
         (Outcome::Failed, _) => "namespace failed",
+        (Outcome::Fresh, _) => "Secret is fresh: not due, not written",
     };
     // Fields that say nothing in the common case are left out of the line.
     let service_accounts = (!accounts.is_empty()).then_some(accounts);
@@ -47,6 +50,11 @@ pub fn log_written(
     let dropped_entries = (!dropped.is_empty()).then_some(dropped.as_str());
     let warning = w.warning.as_deref();
     let error = (!account_error.is_empty()).then_some(account_error);
+    let due = w.due.as_deref();
+    let rfc3339 =
+        |t: Option<SystemTime>| t.map(|t| humantime::format_rfc3339_seconds(t).to_string());
+    let (expires_at, due_at) = (rfc3339(w.expires_at), rfc3339(w.due_at));
+    let (expires_at, due_at) = (expires_at.as_deref(), due_at.as_deref());
     macro_rules! line {
         ($level:expr) => {
             tracing::event!(
@@ -57,6 +65,9 @@ pub fn log_written(
                 uid_before,
                 uid_after,
                 reason,
+                due,
+                expires_at,
+                due_at,
                 service_accounts,
                 kept_entries,
                 dropped_entries,
@@ -84,11 +95,16 @@ pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
         "run finished with failures"
     };
     let not_found = report.not_found.join(",");
+    let registries = summary.registries.join(",");
+    let registries = (!registries.is_empty()).then_some(registries.as_str());
+    let token_expires_at =
+        (!summary.token_expires_at.is_empty()).then_some(summary.token_expires_at.as_str());
     let sa = |outcome| report.service_accounts.get(&outcome).copied().unwrap_or(0);
     info!(
         namespaces = report.total(),
         created = report.count(Outcome::Created),
         updated = report.count(Outcome::Updated),
+        fresh = report.count(Outcome::Fresh),
         recreated = report.count(Outcome::Recreated),
         skipped = report.count(Outcome::Skipped),
         failed = report.count(Outcome::Failed),
@@ -104,8 +120,10 @@ pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
         not_found = report.not_found.len(),
         not_found_namespaces = %not_found,
         dry_run = config.dry_run,
-        registries = %summary.registries.join(","),
-        token_expires_at = %summary.token_expires_at,
+        // Left out when nothing was due: no token was fetched.
+        tokens_fetched = !summary.token_expires_at.is_empty(),
+        registries,
+        token_expires_at,
         elapsed_ms = summary.elapsed_ms,
         "{message}"
     );

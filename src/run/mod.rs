@@ -1,22 +1,27 @@
-//! One run: tokens, then every selected namespace, ECR_REFRESH_CONCURRENCY at a time, as the
-//! namespace pages arrive; then the summary and the exit code.
+//! One run: the cluster, then every selected namespace, ECR_REFRESH_CONCURRENCY at a time, as
+//! the namespace pages arrive: each Secret is read, and written only if it is due, with tokens
+//! fetched when the first namespace turns out to be due. Then the summary and the exit code.
 
 mod lines;
 mod stop;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use aws_config::SdkConfig;
 use futures::channel::mpsc;
-use futures::{SinkExt, StreamExt};
+use futures::{SinkExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::{Api, Client};
+use tokio::sync::OnceCell;
 use tracing::{error, info, warn};
 
 use crate::config::Config;
+use crate::due::{Decision, Policy, Registries};
 use crate::namespaces::{Candidate, Pages};
 use crate::report::{self, AccountOutcome, Outcome, Report, Summary, exit};
-use crate::secret::{self, Desired, SkipReason, Written};
+use crate::secret::{self, Desired, SecretError, SkipReason, Written};
 use crate::termination::write_termination_message;
 use crate::{cluster, ecr, events, login, metrics, service_accounts};
 use lines::{log_left_undone, log_summary, log_written};
@@ -29,14 +34,21 @@ enum Unavailable {
     /// Stopped (deadline or SIGTERM) before the first namespace: exit 1, as any stop.
     #[error("stopped before any namespace was written: {0}; the next run covers them")]
     Stopped(&'static str),
-    #[error("no ECR token: {0}")]
-    Token(#[from] ecr::EcrError),
-    #[error("login check failed: {0}")]
-    Login(#[from] login::LoginError),
+    #[error("{0}")]
+    Tokens(Arc<TokenError>),
     #[error("{0}")]
     Cluster(#[from] cluster::ClusterError),
     #[error("{0}")]
     Namespaces(#[from] crate::namespaces::NamespaceError),
+}
+
+/// Why the run's tokens could not be had: then no namespace is written.
+#[derive(Debug, thiserror::Error)]
+enum TokenError {
+    #[error("no ECR token: {0}")]
+    Token(#[from] ecr::EcrError),
+    #[error("login check failed: {0}")]
+    Login(#[from] login::LoginError),
 }
 
 /// Runs once and returns the process exit code.
@@ -96,59 +108,132 @@ async fn push_metrics(
     }
 }
 
-/// What a run has in hand before its first write.
+/// What a run has in hand before its first namespace.
 struct Prepared<'a> {
-    tokens: ecr::Tokens,
+    sdk: SdkConfig,
     client: Client,
     pages: Pages<'a>,
     first: Vec<Candidate>,
 }
 
-/// Tokens, the login check, the cluster and the first namespace page, then every namespace.
-/// A stop before the first write ends the run at once: nothing is in flight.
+/// The run's tokens, fetched when the first namespace turns out to be due: a run where nothing
+/// is due asks ECR nothing. Every due namespace waits on the one fetch, so it is still one call
+/// per region per run, and no namespace is written before the tokens (and the login check)
+/// are in hand. A failure is kept: every namespace waiting sees it, and the run ends, having
+/// written nothing.
+struct Tokens<'a> {
+    sdk: &'a SdkConfig,
+    config: &'a Config,
+    cell: OnceCell<Result<Fetched, Arc<TokenError>>>,
+}
+
+struct Fetched {
+    tokens: ecr::Tokens,
+    /// RFC 3339, the earliest expiry of the tokens.
+    expires_at: String,
+}
+
+impl Tokens<'_> {
+    async fn get(&self) -> Result<&Fetched, Arc<TokenError>> {
+        self.cell
+            .get_or_init(|| async { self.fetch().await.map_err(Arc::new) })
+            .await
+            .as_ref()
+            .map_err(Arc::clone)
+    }
+
+    async fn fetch(&self) -> Result<Fetched, TokenError> {
+        let tokens = ecr::fetch(self.sdk, &self.config.registries, self.config.dual_stack).await?;
+        let expires_at = tokens.expires_at();
+        info!(
+            registries = %tokens.registries().join(","),
+            token_expires_at = %expires_at,
+            regions = tokens.0.len(),
+            "ECR tokens fetched"
+        );
+        if self.config.verify_login {
+            login::verify(&tokens).await?;
+        }
+        Ok(Fetched { tokens, expires_at })
+    }
+
+    /// The tokens, if this run fetched them.
+    fn fetched(&self) -> Option<&Fetched> {
+        self.cell.get().and_then(|r| r.as_ref().ok())
+    }
+}
+
+impl Fetched {
+    fn desired<'a>(&'a self, config: &'a Config) -> Desired<'a> {
+        Desired {
+            name: &config.secret_name,
+            credentials: self.tokens.credentials(),
+            expires_at: self.expires_at.clone(),
+            expiry: self.tokens.expiry_by_region().values().min().copied(),
+            dry_run: config.dry_run,
+        }
+    }
+}
+
+/// What one namespace needs besides its name.
+struct Shared<'a> {
+    config: &'a Config,
+    client: &'a Client,
+    policy: Policy<'a>,
+    tokens: &'a Tokens<'a>,
+    stop: &'a Stop,
+}
+
+/// The cluster and the first namespace page, then every namespace.
+/// A stop before the first namespace ends the run at once: nothing is in flight.
 async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unavailable> {
     let prepared = tokio::select! {
         prepared = prepare(config) => prepared?,
         reason = stop.stopping() => return Err(Unavailable::Stopped(reason)),
     };
-    let summary = Summary {
-        registries: prepared.tokens.registries(),
-        token_expires_at: prepared.tokens.expires_at(),
-        elapsed_ms: 0,
-        token_expiry: prepared.tokens.expiry_by_region(),
-    };
-    let desired = Desired {
-        name: &config.secret_name,
-        credentials: prepared.tokens.credentials(),
-        expires_at: summary.token_expires_at.clone(),
-        expiry: summary.token_expiry.values().min().copied(),
-        dry_run: config.dry_run,
-    };
-    let report = refresh_all(
+    let tokens = Tokens {
+        sdk: &prepared.sdk,
         config,
-        &prepared.client,
-        &desired,
-        &stop,
-        prepared.pages,
-        prepared.first,
-    )
-    .await;
+        cell: OnceCell::new(),
+    };
+    let region = prepared.sdk.region().map(|r| r.as_ref().to_owned());
+    let registries = if config.registries.is_empty() {
+        Registries::Own {
+            region: region.as_deref(),
+        }
+    } else {
+        Registries::Configured(&config.registries)
+    };
+    let shared = Shared {
+        config,
+        client: &prepared.client,
+        policy: Policy {
+            renew_before: config.renew_before,
+            registries,
+        },
+        tokens: &tokens,
+        stop: &stop,
+    };
+    let report = refresh_all(&shared, prepared.pages, prepared.first)
+        .await
+        .map_err(Unavailable::Tokens)?;
+    // No token fetched (nothing was due): no registries or expiry to report.
+    let summary = tokens
+        .fetched()
+        .map(|f| Summary {
+            registries: f.tokens.registries(),
+            token_expires_at: f.expires_at.clone(),
+            elapsed_ms: 0,
+            token_expiry: f.tokens.expiry_by_region(),
+        })
+        .unwrap_or_default();
     Ok((report, summary))
 }
 
 async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
+    // Loaded, not used yet (no ECR call): the region, and the credentials for when a Secret
+    // turns out to be due.
     let sdk = crate::sdk::load().await;
-    let tokens = ecr::fetch(&sdk, &config.registries, config.dual_stack).await?;
-    info!(
-        registries = %tokens.registries().join(","),
-        token_expires_at = %tokens.expires_at(),
-        regions = tokens.0.len(),
-        "ECR tokens fetched"
-    );
-    if config.verify_login {
-        login::verify(&tokens).await?;
-    }
-
     let (client, url) = cluster::connect().await?;
     let version = cluster::check(&client, &url).await?;
     info!(api_server = %url, %version, dry_run = config.dry_run, "connected");
@@ -157,22 +242,22 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
     let mut pages = Pages::new(client.clone(), &config.selection);
     let first = pages.next().await.transpose()?.unwrap_or_default();
     Ok(Prepared {
-        tokens,
+        sdk,
         client,
         pages,
         first,
     })
 }
 
-/// Every selected namespace, streamed from the list pages into the writers.
+/// Every selected namespace, streamed from the list pages into the writers. Ends at once,
+/// with the error, if the tokens cannot be had: nothing has been written then, and nothing is.
 async fn refresh_all(
-    config: &Config,
-    client: &Client,
-    desired: &Desired<'_>,
-    stop: &Stop,
+    shared: &Shared<'_>,
     mut pages: Pages<'_>,
     first: Vec<Candidate>,
-) -> Report {
+) -> Result<Report, Arc<TokenError>> {
+    let config = shared.config;
+    let stop = shared.stop;
     let (mut tx, rx) = mpsc::channel::<Candidate>(config.concurrency);
 
     let producer = async move {
@@ -214,22 +299,24 @@ async fn refresh_all(
             }
         }
         drop(tx);
-        (undone, listing_incomplete)
+        Ok((undone, listing_incomplete))
     };
 
     let writers = rx
-        .map(|candidate| refresh_namespace(config, client, desired, stop, candidate))
+        .map(|candidate| refresh_namespace(shared, candidate))
         .buffer_unordered(config.concurrency)
-        .fold(Report::default(), |mut report, done| async move {
+        .try_fold(Report::default(), |mut report, done| async move {
             report.record(&done.namespace, done.outcome, &done.accounts);
             report.record_expiry(done.expires_at);
             if done.reason == Some(SkipReason::NamespaceNotFound) {
                 report.not_found.push(done.namespace);
             }
-            report
+            Ok(report)
         });
 
-    let ((undone, listing_incomplete), mut report) = futures::join!(producer, writers);
+    // A token failure drops the producer and every namespace in flight: none of them can have
+    // written, since a write needs the tokens.
+    let ((undone, listing_incomplete), mut report) = futures::try_join!(producer, writers)?;
     let reason = stop.reason().unwrap_or("stopped");
     for namespace in undone {
         log_left_undone(&namespace, config.secret_name.as_str(), reason);
@@ -238,7 +325,7 @@ async fn refresh_all(
     report.listing_incomplete = listing_incomplete;
     // In name order, not the order the writes happened to finish in.
     report.not_found.sort();
-    report
+    Ok(report)
 }
 
 /// What one namespace came to, for the report.
@@ -266,30 +353,27 @@ impl Done {
 
 /// One namespace, unless the run is stopping; abandoned if the shutdown grace runs out.
 async fn refresh_namespace(
-    config: &Config,
-    client: &Client,
-    desired: &Desired<'_>,
-    stop: &Stop,
+    shared: &Shared<'_>,
     candidate: Candidate,
-) -> Done {
+) -> Result<Done, Arc<TokenError>> {
     let namespace = candidate.name;
-    let secret = config.secret_name.as_str();
-    if let Some(reason) = stop.reason() {
+    let secret = shared.config.secret_name.as_str();
+    if let Some(reason) = shared.stop.reason() {
         log_left_undone(&namespace, secret, reason);
-        return Done::failed(namespace);
+        return Ok(Done::failed(namespace));
     }
     if candidate.terminating {
         let written = Written::skipped(SkipReason::NamespaceTerminating);
         log_written(&namespace, secret, &written, "", "");
-        return Done {
+        return Ok(Done {
             outcome: Outcome::Skipped,
             reason: written.reason,
             ..Done::failed(namespace)
-        };
+        });
     }
-    tokio::select! {
-        done = write_namespace(config, client, desired, &namespace) => done,
-        () = stop.abandoned() => {
+    let done = tokio::select! {
+        done = write_namespace(shared, &namespace) => done?,
+        () = shared.stop.abandoned() => {
             let error = format!(
                 "interrupted: still in flight {}s after the stop; the write may or may not have landed, \
                  the next run covers it",
@@ -298,21 +382,54 @@ async fn refresh_namespace(
             error!(%namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", %error, "namespace failed");
             Done::failed(namespace)
         }
+    };
+    Ok(done)
+}
+
+/// Why one namespace's Secret was not refreshed.
+enum NotDone {
+    Failed(SecretError),
+    /// No tokens: the whole run ends.
+    Tokens(Arc<TokenError>),
+}
+
+impl From<SecretError> for NotDone {
+    fn from(e: SecretError) -> Self {
+        Self::Failed(e)
     }
 }
 
+/// Reads the Secret; if it is due, gets the tokens and writes it.
+async fn refresh_secret(shared: &Shared<'_>, namespace: &str) -> Result<Written, NotDone> {
+    let config = shared.config;
+    let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
+    let read = secret::read(&api, &config.secret_name, &shared.policy, SystemTime::now()).await?;
+    let due = match read.decision {
+        Decision::Fresh { expires_at, due_at } => {
+            let uid = read.current.and_then(|s| s.metadata.uid);
+            return Ok(Written::fresh(uid, expires_at, due_at));
+        }
+        Decision::Due(due) => due,
+    };
+    // A namespace in flight when the run stops still gets its tokens and its write, within
+    // the shutdown grace, as any write in flight.
+    let fetched = shared.tokens.get().await.map_err(NotDone::Tokens)?;
+    let desired = fetched.desired(config);
+    let mut written = secret::write(&api, namespace, &desired, read.current).await?;
+    if written.outcome != Outcome::Skipped {
+        written.due = Some(due.to_string());
+    }
+    Ok(written)
+}
+
 /// The Secret, then the ServiceAccounts; one log line, and a Warning Event on failure.
-async fn write_namespace(
-    config: &Config,
-    client: &Client,
-    desired: &Desired<'_>,
-    namespace: &str,
-) -> Done {
+async fn write_namespace(shared: &Shared<'_>, namespace: &str) -> Result<Done, Arc<TokenError>> {
+    let config = shared.config;
     let secret = config.secret_name.as_str();
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let written = match secret::refresh(&api, namespace, desired).await {
+    let written = match refresh_secret(shared, namespace).await {
         Ok(written) => written,
-        Err(e) => {
+        Err(NotDone::Tokens(e)) => return Err(e),
+        Err(NotDone::Failed(e)) => {
             error!(namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", error = %e, "namespace failed");
             let failure = events::Failure {
                 namespace,
@@ -321,15 +438,17 @@ async fn write_namespace(
                 reason: events::reason(&e),
                 note: format!("ecr-refresh could not refresh image-pull Secret {secret}: {e}"),
             };
-            events::failed(client, config.events, failure).await;
-            return Done::failed(namespace.to_owned());
+            events::failed(shared.client, config.events, failure).await;
+            return Ok(Done::failed(namespace.to_owned()));
         }
     };
     let mut accounts = Vec::new();
     let mut account_notes = Vec::new();
     let mut account_errors = Vec::new();
+    // A fresh Secret's ServiceAccounts are checked too (a read each): one created since the
+    // Secret was written gets it within a run.
     if written.outcome != Outcome::Skipped {
-        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+        let api: Api<ServiceAccount> = Api::namespaced(shared.client.clone(), namespace);
         for account in &config.service_accounts {
             let outcome =
                 match service_accounts::attach(&api, account, &config.secret_name, config.dry_run)
@@ -363,13 +482,13 @@ async fn write_namespace(
                 account_errors.join("; ")
             ),
         };
-        events::failed(client, config.events, failure).await;
+        events::failed(shared.client, config.events, failure).await;
     }
-    Done {
+    Ok(Done {
         namespace: namespace.to_owned(),
         outcome: written.outcome,
         accounts,
         reason: written.reason,
         expires_at: written.expires_at,
-    }
+    })
 }

@@ -1,0 +1,570 @@
+//! Whether a namespace's Secret is due: a pure decision from the Secret as read, the
+//! configuration and the time. A Secret that is not due is left as it is, and no token is
+//! fetched for it: a run where nothing is due reads one Secret per namespace and writes nothing.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::core::v1::Secret;
+use serde_json::value::RawValue;
+use sha2::{Digest as _, Sha256};
+
+use crate::docker_config::{self, UnreadableDockerConfig};
+use crate::registry::{RegistryHost, normalize};
+use crate::secret::{
+    DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, REGISTRIES_ANNOTATION, last_applied_holds_ours,
+};
+
+/// The registries a Secret that is not due holds our entries for.
+#[derive(Debug, Clone, Copy)]
+pub enum Registries<'a> {
+    /// ECR_REFRESH_REGISTRIES: exactly these hosts.
+    Configured(&'a [RegistryHost]),
+    /// ECR_REFRESH_REGISTRIES empty: the caller's own registry in AWS_REGION. Only ECR's answer
+    /// names its host (the account is the caller's), and a run where nothing is due asks ECR
+    /// nothing. So a Secret is not due for its registries when our last write recorded exactly
+    /// one host, in this region. A change of account alone is written when the Secret is next
+    /// due by its expiry.
+    Own { region: Option<&'a str> },
+}
+
+/// What a Secret that is not due must satisfy, besides its content matching our record.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy<'a> {
+    /// ECR_REFRESH_RENEW_BEFORE: due once its token has less than this left.
+    pub renew_before: Duration,
+    pub registries: Registries<'a>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Not due: left as it is until `due_at` (its recorded expiry less RENEW_BEFORE).
+    Fresh {
+        expires_at: SystemTime,
+        due_at: SystemTime,
+    },
+    Due(Due),
+}
+
+/// Why a Secret is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Due {
+    /// There is no Secret.
+    Missing,
+    /// No recorded expiry (`ecr-refresh/token-expires-at`): not written by us, or by a version
+    /// before the record.
+    NoExpiry,
+    UnreadableExpiry,
+    /// Its token has less than RENEW_BEFORE left.
+    ExpiresSoon {
+        expires_at: SystemTime,
+        due_at: SystemTime,
+    },
+    /// A configured registry has no entry of ours.
+    MissingRegistry(String),
+    /// It holds an entry we wrote for a registry no longer configured.
+    StaleRegistry(String),
+    /// Our entries are not what we wrote (edited, added to, or no digest recorded).
+    EntriesChanged,
+    /// kubectl's last-applied annotation still holds a copy of one of our passwords.
+    LastAppliedHoldsPassword,
+}
+
+impl Due {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Missing => "missing",
+            Self::NoExpiry => "no-expiry",
+            Self::UnreadableExpiry => "unreadable-expiry",
+            Self::ExpiresSoon { .. } => "expires-soon",
+            Self::MissingRegistry(_) => "missing-registry",
+            Self::StaleRegistry(_) => "stale-registry",
+            Self::EntriesChanged => "entries-changed",
+            Self::LastAppliedHoldsPassword => "last-applied-holds-password",
+        }
+    }
+}
+
+/// `expires-soon`, or `missing-registry <host>`: what the log's `due` field says.
+impl fmt::Display for Due {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::MissingRegistry(host) | Self::StaleRegistry(host) => {
+                write!(f, "{} {host}", self.as_str())
+            }
+            _ => f.write_str(self.as_str()),
+        }
+    }
+}
+
+/// Decides whether `secret` (None: there is none) is due at `now`.
+pub fn decide(secret: Option<&Secret>, policy: &Policy<'_>, now: SystemTime) -> Decision {
+    let Some(secret) = secret else {
+        return Decision::Due(Due::Missing);
+    };
+    let annotation = |key: &str| {
+        secret
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .map(String::as_str)
+    };
+    let Some(expiry) = annotation(EXPIRES_ANNOTATION) else {
+        return Decision::Due(Due::NoExpiry);
+    };
+    let Ok(expires_at) = humantime::parse_rfc3339(expiry.trim()) else {
+        return Decision::Due(Due::UnreadableExpiry);
+    };
+    // A RENEW_BEFORE reaching back before 1970 makes every Secret due.
+    let due_at = expires_at
+        .checked_sub(policy.renew_before)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    if now >= due_at {
+        return Decision::Due(Due::ExpiresSoon { expires_at, due_at });
+    }
+
+    let recorded: BTreeSet<String> = annotation(REGISTRIES_ANNOTATION)
+        .unwrap_or_default()
+        .split(',')
+        .map(normalize)
+        .filter(|h| !h.is_empty())
+        .collect();
+    let entries = match secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(DATA_KEY))
+        .map(|value| docker_config::auths(&value.0))
+    {
+        None => Vec::new(),
+        Some(Ok(entries)) => entries,
+        // The write refuses an unreadable value with its own error; nothing here is ours.
+        Some(Err(_)) => return Decision::Due(Due::EntriesChanged),
+    };
+    let keys: BTreeSet<String> = entries.iter().map(|(k, _)| normalize(k)).collect();
+    if let Some(due) = registries_due(&recorded, &keys, policy.registries) {
+        return Decision::Due(due);
+    }
+    let ours: Vec<&str> = recorded.iter().map(String::as_str).collect();
+    if annotation(DIGEST_ANNOTATION) != Some(digest(&entries, &ours).as_str()) {
+        return Decision::Due(Due::EntriesChanged);
+    }
+    if last_applied_holds_ours(secret, &ours) {
+        return Decision::Due(Due::LastAppliedHoldsPassword);
+    }
+    Decision::Fresh { expires_at, due_at }
+}
+
+/// Whether the hosts our last write recorded (and the entries present) are what is configured.
+fn registries_due(
+    recorded: &BTreeSet<String>,
+    keys: &BTreeSet<String>,
+    expected: Registries<'_>,
+) -> Option<Due> {
+    match expected {
+        Registries::Configured(hosts) => {
+            if let Some(missing) = hosts
+                .iter()
+                .find(|h| !recorded.contains(h.host()) || !keys.contains(h.host()))
+            {
+                return Some(Due::MissingRegistry(missing.host().to_owned()));
+            }
+            recorded
+                .iter()
+                .find(|r| !hosts.iter().any(|h| h.host() == r.as_str()))
+                .map(|stale| Due::StaleRegistry(stale.clone()))
+        }
+        Registries::Own { region } => {
+            let elsewhere = |host: &String| match (RegistryHost::from_str(host), region) {
+                (Err(_), _) => true,
+                (Ok(h), Some(region)) => h.region() != region,
+                (Ok(_), None) => false,
+            };
+            if let Some(stale) = recorded.iter().find(|h| elsewhere(h)) {
+                return Some(Due::StaleRegistry(stale.clone()));
+            }
+            match recorded.iter().collect::<Vec<_>>()[..] {
+                [] => Some(Due::MissingRegistry(format!(
+                    "(the caller's own registry in {})",
+                    region.unwrap_or("AWS_REGION")
+                ))),
+                [host] if !keys.contains(host) => Some(Due::MissingRegistry(host.clone())),
+                [_] => None,
+                // Only one of them is the caller's, and which one only ECR can say.
+                [_, ..] => Some(Due::StaleRegistry(
+                    recorded.iter().cloned().collect::<Vec<_>>().join(","),
+                )),
+            }
+        }
+    }
+}
+
+/// The record of what we wrote (annotation `ecr-refresh/auths-sha256`): the hex SHA-256 of our
+/// `auths` entries only (those whose key names one of `hosts`), as `{"<key>":<entry>,…}`
+/// sorted by key, each entry the exact bytes in the value. Others' entries, other keys and the
+/// annotations are not covered: only a change to what we wrote makes a Secret due.
+///
+/// It cannot give the password away. An entry holds an ECR password: a token of well over a
+/// thousand characters of base64 around encrypted, random key material, so the input has far
+/// more entropy than any search can cover, and SHA-256 has no known preimage attack. What a
+/// digest of a guessable secret would leak (a dictionary check) does not apply. A salt (the
+/// Secret's uid, say) guards against precomputed tables and against telling equal inputs apart
+/// across objects; neither matters here: no table covers such tokens, and that every namespace
+/// holds the same token is plain from the expiry annotation anyway. Whoever can rewrite the
+/// digest can rewrite the Secret itself, so the record needs no key either.
+pub fn digest(entries: &[(String, Box<RawValue>)], hosts: &[&str]) -> String {
+    let mut ours: Vec<&(String, Box<RawValue>)> = entries
+        .iter()
+        .filter(|(key, _)| hosts.contains(&normalize(key).as_str()))
+        .collect();
+    ours.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut hasher = Sha256::new();
+    hasher.update(b"{");
+    for (i, (key, value)) in ours.into_iter().enumerate() {
+        if i > 0 {
+            hasher.update(b",");
+        }
+        hasher.update(
+            serde_json::to_string(key)
+                .expect("a string serialises")
+                .as_bytes(),
+        );
+        hasher.update(b":");
+        hasher.update(value.get().as_bytes());
+    }
+    hasher.update(b"}");
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The digest of a `.dockerconfigjson` value's entries for `hosts`.
+pub fn value_digest(value: &[u8], hosts: &[&str]) -> Result<String, UnreadableDockerConfig> {
+    Ok(digest(&docker_config::auths(value)?, hosts))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use base64::Engine as _;
+    use k8s_openapi::ByteString;
+    use secrecy::SecretString;
+
+    use super::*;
+    use crate::docker_config::Credential;
+    use crate::secret::LAST_APPLIED_ANNOTATION;
+
+    const A: &str = "111111111111.dkr.ecr.us-east-1.amazonaws.com";
+    const B: &str = "222222222222.dkr.ecr.eu-west-1.amazonaws.com";
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn now() -> SystemTime {
+        humantime::parse_rfc3339("2026-12-01T08:00:00Z").unwrap()
+    }
+
+    fn at(offset_hours: u64) -> String {
+        humantime::format_rfc3339_seconds(now() + HOUR * offset_hours as u32).to_string()
+    }
+
+    fn hosts(list: &[&str]) -> Vec<RegistryHost> {
+        list.iter()
+            .map(|h| RegistryHost::from_str(h).unwrap())
+            .collect()
+    }
+
+    /// A Secret as our write leaves it: entries for `written`, the record, expiring at `expires`.
+    fn ours(written: &[&str], expires: &str) -> Secret {
+        let registries = hosts(written);
+        let password = SecretString::from("pw-a-long-random-token");
+        let credentials: Vec<Credential> = registries
+            .iter()
+            .map(|registry| Credential {
+                registry,
+                password: &password,
+            })
+            .collect();
+        let value = docker_config::merge(
+            Some(br#"{"auths":{"ghcr.io":{"auth":"Zm9vOmJhcg=="}}}"#),
+            &credentials,
+            &[],
+        )
+        .unwrap()
+        .into_bytes();
+        let digest = value_digest(&value, written).unwrap();
+        let mut secret = Secret::default();
+        secret.metadata.annotations = Some(BTreeMap::from([
+            (EXPIRES_ANNOTATION.to_owned(), expires.to_owned()),
+            (REGISTRIES_ANNOTATION.to_owned(), written.join(",")),
+            (DIGEST_ANNOTATION.to_owned(), digest),
+        ]));
+        secret.data = Some(BTreeMap::from([(DATA_KEY.to_owned(), ByteString(value))]));
+        secret
+    }
+
+    fn annotate(mut secret: Secret, key: &str, value: Option<&str>) -> Secret {
+        let annotations = secret.metadata.annotations.get_or_insert_default();
+        match value {
+            Some(v) => annotations.insert(key.to_owned(), v.to_owned()),
+            None => annotations.remove(key),
+        };
+        secret
+    }
+
+    fn with_value(mut secret: Secret, value: &str) -> Secret {
+        secret.data = Some(BTreeMap::from([(
+            DATA_KEY.to_owned(),
+            ByteString(value.as_bytes().to_vec()),
+        )]));
+        secret
+    }
+
+    fn value_of(secret: &Secret) -> String {
+        String::from_utf8(secret.data.as_ref().unwrap()[DATA_KEY].0.clone()).unwrap()
+    }
+
+    fn last_applied(host: &str) -> String {
+        let value = format!(r#"{{"auths":{{"https://{host}":{{"password":"old"}}}}}}"#);
+        serde_json::json!({
+            "data": { DATA_KEY: base64::engine::general_purpose::STANDARD.encode(value) }
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_secret_is_due_for_each_reason_and_fresh_otherwise() {
+        fn policy(renew_hours: u32, configured: &[RegistryHost]) -> Policy<'_> {
+            Policy {
+                renew_before: HOUR * renew_hours,
+                registries: Registries::Configured(configured),
+            }
+        }
+        let (a, ab) = (&hosts(&[A]), &hosts(&[A, B]));
+        let fresh = ours(&[A], &at(11));
+        let edited = {
+            let value = value_of(&fresh).replace("pw-a-long-random-token", "pw-edited");
+            with_value(fresh.clone(), &value)
+        };
+        let foreign_added = {
+            let value = value_of(&fresh)
+                .replace(r#""ghcr.io":"#, r#""quay.io":{"auth":"eDp5"},"ghcr.io":"#);
+            with_value(fresh.clone(), &value)
+        };
+        let https_key_added = {
+            let value = value_of(&fresh).replace(
+                r#""ghcr.io":"#,
+                &format!(r#""https://{A}/":{{"auth":"eDp5"}},"ghcr.io":"#),
+            );
+            with_value(fresh.clone(), &value)
+        };
+        let our_entry_removed = {
+            let value = r#"{"auths":{"ghcr.io":{"auth":"Zm9vOmJhcg=="}}}"#;
+            with_value(fresh.clone(), value)
+        };
+        let expires = |h: u64| now() + HOUR * h as u32;
+
+        let cases: Vec<(&str, Option<Secret>, Policy, Decision)> = vec![
+            ("no Secret", None, policy(8, a), Decision::Due(Due::Missing)),
+            (
+                "fresh",
+                Some(fresh.clone()),
+                policy(8, a),
+                Decision::Fresh {
+                    expires_at: expires(11),
+                    due_at: expires(3),
+                },
+            ),
+            (
+                "no recorded expiry",
+                Some(annotate(fresh.clone(), EXPIRES_ANNOTATION, None)),
+                policy(8, a),
+                Decision::Due(Due::NoExpiry),
+            ),
+            (
+                "unreadable expiry",
+                Some(annotate(
+                    fresh.clone(),
+                    EXPIRES_ANNOTATION,
+                    Some("tomorrow"),
+                )),
+                policy(8, a),
+                Decision::Due(Due::UnreadableExpiry),
+            ),
+            (
+                "inside the window",
+                Some(ours(&[A], &at(7))),
+                policy(8, a),
+                Decision::Due(Due::ExpiresSoon {
+                    expires_at: expires(7),
+                    due_at: now() - HOUR,
+                }),
+            ),
+            (
+                "exactly at the window's edge",
+                Some(ours(&[A], &at(8))),
+                policy(8, a),
+                Decision::Due(Due::ExpiresSoon {
+                    expires_at: expires(8),
+                    due_at: now(),
+                }),
+            ),
+            (
+                "RENEW_BEFORE above a token's 12 hours",
+                Some(ours(&[A], &at(12))),
+                policy(13, a),
+                Decision::Due(Due::ExpiresSoon {
+                    expires_at: expires(12),
+                    due_at: now() - HOUR,
+                }),
+            ),
+            (
+                "a configured registry not recorded",
+                Some(fresh.clone()),
+                policy(8, ab),
+                Decision::Due(Due::MissingRegistry(B.into())),
+            ),
+            (
+                "our entry removed",
+                Some(our_entry_removed),
+                policy(8, a),
+                Decision::Due(Due::MissingRegistry(A.into())),
+            ),
+            (
+                "a registry no longer configured",
+                Some(ours(&[A, B], &at(11))),
+                policy(8, a),
+                Decision::Due(Due::StaleRegistry(B.into())),
+            ),
+            (
+                "our entry edited",
+                Some(edited),
+                policy(8, a),
+                Decision::Due(Due::EntriesChanged),
+            ),
+            (
+                "a second key for our registry",
+                Some(https_key_added),
+                policy(8, a),
+                Decision::Due(Due::EntriesChanged),
+            ),
+            (
+                "no digest recorded",
+                Some(annotate(fresh.clone(), DIGEST_ANNOTATION, None)),
+                policy(8, a),
+                Decision::Due(Due::EntriesChanged),
+            ),
+            (
+                "an unreadable value",
+                Some(with_value(fresh.clone(), "not json")),
+                policy(8, a),
+                Decision::Due(Due::EntriesChanged),
+            ),
+            (
+                "last-applied holds our registry's password",
+                Some(annotate(
+                    fresh.clone(),
+                    LAST_APPLIED_ANNOTATION,
+                    Some(&last_applied(A)),
+                )),
+                policy(8, a),
+                Decision::Due(Due::LastAppliedHoldsPassword),
+            ),
+            (
+                "last-applied of someone else's registry",
+                Some(annotate(
+                    fresh.clone(),
+                    LAST_APPLIED_ANNOTATION,
+                    Some(&last_applied("ghcr.io")),
+                )),
+                policy(8, a),
+                Decision::Fresh {
+                    expires_at: expires(11),
+                    due_at: expires(3),
+                },
+            ),
+            (
+                "others' entries and annotations changed",
+                Some(annotate(foreign_added, "team/owner", Some("x"))),
+                policy(8, a),
+                Decision::Fresh {
+                    expires_at: expires(11),
+                    due_at: expires(3),
+                },
+            ),
+        ];
+        for (name, secret, policy, expected) in cases {
+            assert_eq!(decide(secret.as_ref(), &policy, now()), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn without_configured_registries_one_recorded_host_in_the_region_is_fresh() {
+        let own = |region| Policy {
+            renew_before: HOUR * 8,
+            registries: Registries::Own { region },
+        };
+        let fresh = Decision::Fresh {
+            expires_at: now() + HOUR * 11,
+            due_at: now() + HOUR * 3,
+        };
+        let cases: Vec<(&str, Secret, Option<&str>, Decision)> = vec![
+            (
+                "our host",
+                ours(&[A], &at(11)),
+                Some("us-east-1"),
+                fresh.clone(),
+            ),
+            ("region unknown", ours(&[A], &at(11)), None, fresh),
+            (
+                "another region",
+                ours(&[A], &at(11)),
+                Some("eu-west-1"),
+                Decision::Due(Due::StaleRegistry(A.into())),
+            ),
+            (
+                "nothing recorded",
+                ours(&[], &at(11)),
+                Some("us-east-1"),
+                Decision::Due(Due::MissingRegistry(
+                    "(the caller's own registry in us-east-1)".into(),
+                )),
+            ),
+            (
+                "two recorded",
+                ours(
+                    &[A, "333333333333.dkr.ecr.us-east-1.amazonaws.com"],
+                    &at(11),
+                ),
+                Some("us-east-1"),
+                Decision::Due(Due::StaleRegistry(format!(
+                    "{A},333333333333.dkr.ecr.us-east-1.amazonaws.com"
+                ))),
+            ),
+        ];
+        for (name, secret, region, expected) in cases {
+            assert_eq!(
+                decide(Some(&secret), &own(region), now()),
+                expected,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_digest_covers_our_entries_in_key_order_and_nothing_else() {
+        let entries = |text: &str| docker_config::auths(text.as_bytes()).unwrap();
+        let one = entries(r#"{"auths":{"a":{"p":1},"b":{"p":2},"x":{"p":3}}}"#);
+        let reordered = entries(r#"{"auths":{"x":{"p":9},"b":{"p":2},"a":{"p":1}}}"#);
+        let spaced = entries(r#"{"auths":{"a":{ "p":1},"b":{"p":2}}}"#);
+        assert_eq!(digest(&one, &["a", "b"]), digest(&reordered, &["a", "b"]));
+        assert_ne!(digest(&one, &["a", "b"]), digest(&spaced, &["a", "b"]));
+        assert_ne!(digest(&one, &["a", "b"]), digest(&one, &["a"]));
+        let hex = digest(&one, &["a"]);
+        assert_eq!(hex.len(), 64);
+        assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()), "{hex}");
+    }
+}
