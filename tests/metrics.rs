@@ -390,31 +390,29 @@ fn a_failed_run_keeps_the_last_success_time_and_a_later_success_moves_it() {
 }
 
 #[test]
-fn a_run_that_writes_nothing_pushes_its_counts_and_no_secret_expiry() {
+fn a_run_that_writes_nothing_pushes_its_counts_and_the_expiry_it_read() {
     let gateway = Gateway::start();
     let h = Harness::new();
     h.namespaces(&["team-a"]);
     let url = gateway.url();
     h.run(&[("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str())])
         .expect_code(0);
-    assert!(
-        gateway
-            .value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[])
-            .is_some()
-    );
+    let written_expiry = gateway
+        .value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[])
+        .expect("the first run wrote a Secret");
 
-    // Only namespaces that do not exist: every one skipped, nothing written. (Without
-    // ECR_REFRESH_RENEW_BEFORE on this branch, skipped namespaces are the runs that write
-    // nothing; their Secrets hold no expiry this run knows.)
+    // Nothing is due with ECR_REFRESH_RENEW_BEFORE=8h: nothing written, no token fetched. The
+    // earliest expiry comes from the Secret as read, the token's expiry from no one.
     let run = h.run(&[
         ("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str()),
-        ("ECR_REFRESH_NAMESPACES", "gone-1,gone-2"),
+        ("ECR_REFRESH_RENEW_BEFORE", "8h"),
     ]);
 
     run.expect_code(0);
+    assert_eq!(run.outcome("team-a"), "fresh");
     assert_eq!(
-        gateway.value("ecr_refresh_namespaces", &[("outcome", "skipped")]),
-        Some(2.0)
+        gateway.value("ecr_refresh_namespaces", &[("outcome", "fresh")]),
+        Some(1.0)
     );
     assert_eq!(
         gateway.value("ecr_refresh_namespaces", &[("outcome", "created")]),
@@ -422,8 +420,14 @@ fn a_run_that_writes_nothing_pushes_its_counts_and_no_secret_expiry() {
     );
     assert_eq!(
         gateway.value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[]),
-        None,
-        "a success replaces the group: no Secret, no expiry"
+        Some(written_expiry),
+        "the expiry the fresh Secret holds, read back"
+    );
+    assert!(
+        gateway
+            .value("ecr_refresh_token_expiry_timestamp_seconds", &[("region", REGION)])
+            .is_none(),
+        "no token was fetched, and a success replaces the group"
     );
     assert!(
         gateway
@@ -433,9 +437,9 @@ fn a_run_that_writes_nothing_pushes_its_counts_and_no_secret_expiry() {
 
     // A dry run writes nothing either, and refreshes nothing: it pushes its counts with
     // POST, and neither a success nor a Secret expiry.
-    let skipped_at = gateway
+    let fresh_at = gateway
         .value("ecr_refresh_last_success_timestamp_seconds", &[])
-        .expect("the skipped run succeeded");
+        .expect("the run where nothing was due succeeded");
     h.namespaces(&["team-b"]);
     h.run(&[
         ("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str()),
@@ -453,7 +457,7 @@ fn a_run_that_writes_nothing_pushes_its_counts_and_no_secret_expiry() {
     );
     assert_eq!(
         gateway.value("ecr_refresh_last_success_timestamp_seconds", &[]),
-        Some(skipped_at)
+        Some(fresh_at)
     );
     assert_eq!(
         gateway.value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[]),
