@@ -15,9 +15,11 @@ use crate::config::LogFormat;
 /// kube's HTTP layer logs every failed attempt as an ERROR with no namespace: our own lines
 /// carry what failed, where, and whether a retry fixed it. aws-config warns, with a
 /// multi-line error dump, each time instance metadata has no region for it, which is every
-/// run outside EC2; when no region is found our own error says what to set. RUST_LOG=debug
+/// run outside EC2; when no region is found our own error says what to set. kube's client
+/// warns with the whole response text when it cannot parse an answer, and a Secret's answer
+/// holds its passwords: our own line says the request failed, without the body. RUST_LOG=debug
 /// (which replaces this filter) shows them all.
-const DEFAULT_FILTER: &str = "info,aws_config=warn,aws_config::imds::region=error,aws_smithy_runtime=warn,kube=warn,kube_client::client::builder=off,hyper=warn";
+const DEFAULT_FILTER: &str = "info,aws_config=warn,aws_config::imds::region=error,aws_smithy_runtime=warn,kube=warn,kube_client::client=error,kube_client::client::builder=off,hyper=warn";
 
 pub fn init(format: LogFormat) {
     let filter =

@@ -425,7 +425,10 @@ fn a_run_that_writes_nothing_pushes_its_counts_and_the_expiry_it_read() {
     );
     assert!(
         gateway
-            .value("ecr_refresh_token_expiry_timestamp_seconds", &[("region", REGION)])
+            .value(
+                "ecr_refresh_token_expiry_timestamp_seconds",
+                &[("region", REGION)]
+            )
             .is_none(),
         "no token was fetched, and a success replaces the group"
     );
@@ -461,7 +464,8 @@ fn a_run_that_writes_nothing_pushes_its_counts_and_the_expiry_it_read() {
     );
     assert_eq!(
         gateway.value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[]),
-        None
+        Some(written_expiry),
+        "a dry run leaves the expiry the last real run pushed"
     );
 }
 

@@ -488,3 +488,28 @@ fn aws_variables_that_are_not_utf8_exit_2_before_the_sdk_can_print_them() {
         }
     }
 }
+
+#[test]
+fn an_answer_the_client_cannot_parse_is_never_printed() {
+    // A proxy that mangles a Secret's answer: its text would hold the Secret's passwords.
+    // kube's client warns with the whole text; ecr-refresh's line says the read failed.
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let leaked =
+        "truncated {\"data\":{\".dockerconfigjson\":\"c2VjcmV0LXBhc3N3b3JkLWZyb20tYS1wcm94eQ==\"";
+    h.cluster.add_fault(
+        Fault::new("GET", "/namespaces/team-a/secrets/", 200).body(Value::String(leaked.into())),
+    );
+
+    let run = h.run(&[]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("team-a"), "failed");
+    assert!(
+        !run.stdout.contains("c2VjcmV0LXBhc3N3b3Jk")
+            && !run.stderr.contains("c2VjcmV0LXBhc3N3b3Jk"),
+        "the unparsable answer reached the log:\n{}{}",
+        run.stdout,
+        run.stderr
+    );
+}

@@ -169,10 +169,24 @@ impl Fetched {
             name: &config.secret_name,
             credentials: self.tokens.credentials(),
             expires_at: self.expires_at.clone(),
-            expiry: self.tokens.expiry_by_region().values().min().copied(),
+            expiry: self
+                .tokens
+                .expiry_by_region()
+                .values()
+                .min()
+                .map(|at| whole_seconds(*at)),
             dry_run: config.dry_run,
         }
     }
+}
+
+/// The time to the second, as the Secret records it (`ecr-refresh/token-expires-at`): what a
+/// later run reads back is then what this one reports.
+fn whole_seconds(at: SystemTime) -> SystemTime {
+    let secs = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs)
 }
 
 /// What one namespace needs besides its name.
@@ -234,6 +248,12 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
     // Loaded, not used yet (no ECR call): the region, and the credentials for when a Secret
     // turns out to be due.
     let sdk = crate::sdk::load().await;
+    // The caller's own registry is found in the region: without one, no Secret can be judged
+    // or written. Said before the cluster is asked anything.
+    if config.registries.is_empty() && sdk.region().is_none() {
+        let no_region = TokenError::Token(ecr::EcrError::NoRegion);
+        return Err(Unavailable::Tokens(Arc::new(no_region)));
+    }
     let (client, url) = cluster::connect().await?;
     let version = cluster::check(&client, &url).await?;
     info!(api_server = %url, %version, dry_run = config.dry_run, "connected");
