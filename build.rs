@@ -1,7 +1,7 @@
 //! Stamps the version `ecr-refresh --version` prints.
 //!
-//! ECR_REFRESH_VERSION: RELEASE_VERSION when set (a release build), else the crate's.
-//! ECR_REFRESH_COMMIT: GIT_COMMIT when set (the image build: .git is not in its
+//! `ECR_REFRESH_VERSION`: `RELEASE_VERSION` when set (a release build), else the crate's.
+//! `ECR_REFRESH_COMMIT`: `GIT_COMMIT` when set (the image build: .git is not in its
 //! context), else the checkout's HEAD, else empty.
 
 use std::path::Path;
