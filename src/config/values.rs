@@ -65,3 +65,14 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
         _ => Err("must be a duration of at least 1s, like '90s', '5m' or '1h'".into()),
     }
 }
+
+/// A positive duration. Above 12h (an ECR token's life) every Secret is due on every run.
+pub fn parse_renew_before(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(
+            "must be a duration above zero, like '8h' or '90m'; 12h or more renews on every run"
+                .into(),
+        ),
+    }
+}

@@ -4,6 +4,7 @@
 
 mod lines;
 mod stop;
+mod tokens;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,12 +22,13 @@ use crate::config::Config;
 use crate::due::{Decision, Policy, Registries};
 use crate::namespaces::{Candidate, Pages};
 use crate::report::{self, AccountOutcome, Outcome, Report, Summary, exit};
-use crate::secret::{self, Desired, SecretError, SkipReason, Written};
+use crate::secret::{self, SecretError, SkipReason, Written};
 use crate::termination::write_termination_message;
-use crate::{cluster, ecr, events, login, metrics, service_accounts};
+use crate::{cluster, ecr, events, metrics, service_accounts};
 use lines::{log_left_undone, log_summary, log_written};
 use stop::Stop;
 pub use stop::{SHUTDOWN_GRACE, shutdown_signal};
+use tokens::{TokenError, Tokens};
 
 /// Why a run wrote nothing at all.
 #[derive(Debug, thiserror::Error)]
@@ -40,15 +42,6 @@ enum Unavailable {
     Cluster(#[from] cluster::ClusterError),
     #[error("{0}")]
     Namespaces(#[from] crate::namespaces::NamespaceError),
-}
-
-/// Why the run's tokens could not be had: then no namespace is written.
-#[derive(Debug, thiserror::Error)]
-enum TokenError {
-    #[error("no ECR token: {0}")]
-    Token(#[from] ecr::EcrError),
-    #[error("login check failed: {0}")]
-    Login(#[from] login::LoginError),
 }
 
 /// Runs once and returns the process exit code.
@@ -114,79 +107,6 @@ struct Prepared<'a> {
     client: Client,
     pages: Pages<'a>,
     first: Vec<Candidate>,
-}
-
-/// The run's tokens, fetched when the first namespace turns out to be due: a run where nothing
-/// is due asks ECR nothing. Every due namespace waits on the one fetch, so it is still one call
-/// per region per run, and no namespace is written before the tokens (and the login check)
-/// are in hand. A failure is kept: every namespace waiting sees it, and the run ends, having
-/// written nothing.
-struct Tokens<'a> {
-    sdk: &'a SdkConfig,
-    config: &'a Config,
-    cell: OnceCell<Result<Fetched, Arc<TokenError>>>,
-}
-
-struct Fetched {
-    tokens: ecr::Tokens,
-    /// RFC 3339, the earliest expiry of the tokens.
-    expires_at: String,
-}
-
-impl Tokens<'_> {
-    async fn get(&self) -> Result<&Fetched, Arc<TokenError>> {
-        self.cell
-            .get_or_init(|| async { self.fetch().await.map_err(Arc::new) })
-            .await
-            .as_ref()
-            .map_err(Arc::clone)
-    }
-
-    async fn fetch(&self) -> Result<Fetched, TokenError> {
-        let tokens = ecr::fetch(self.sdk, &self.config.registries, self.config.dual_stack).await?;
-        let expires_at = tokens.expires_at();
-        info!(
-            registries = %tokens.registries().join(","),
-            token_expires_at = %expires_at,
-            regions = tokens.0.len(),
-            "ECR tokens fetched"
-        );
-        if self.config.verify_login {
-            login::verify(&tokens).await?;
-        }
-        Ok(Fetched { tokens, expires_at })
-    }
-
-    /// The tokens, if this run fetched them.
-    fn fetched(&self) -> Option<&Fetched> {
-        self.cell.get().and_then(|r| r.as_ref().ok())
-    }
-}
-
-impl Fetched {
-    fn desired<'a>(&'a self, config: &'a Config) -> Desired<'a> {
-        Desired {
-            name: &config.secret_name,
-            credentials: self.tokens.credentials(),
-            expires_at: self.expires_at.clone(),
-            expiry: self
-                .tokens
-                .expiry_by_region()
-                .values()
-                .min()
-                .map(|at| whole_seconds(*at)),
-            dry_run: config.dry_run,
-        }
-    }
-}
-
-/// The time to the second, as the Secret records it (`ecr-refresh/token-expires-at`): what a
-/// later run reads back is then what this one reports.
-fn whole_seconds(at: SystemTime) -> SystemTime {
-    let secs = at
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs)
 }
 
 /// What one namespace needs besides its name.

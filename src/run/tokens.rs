@@ -1,0 +1,94 @@
+//! The run's ECR tokens, fetched once, when the first namespace turns out to be due.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use aws_config::SdkConfig;
+use tokio::sync::OnceCell;
+use tracing::info;
+
+use crate::config::Config;
+use crate::secret::Desired;
+use crate::{ecr, login};
+
+/// Why the run's tokens could not be had: then no namespace is written.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("no ECR token: {0}")]
+    Token(#[from] ecr::EcrError),
+    #[error("login check failed: {0}")]
+    Login(#[from] login::LoginError),
+}
+
+/// The run's tokens, fetched when the first namespace turns out to be due: a run where nothing
+/// is due asks ECR nothing. Every due namespace waits on the one fetch, so it is still one call
+/// per region per run, and no namespace is written before the tokens (and the login check)
+/// are in hand. A failure is kept: every namespace waiting sees it, and the run ends, having
+/// written nothing.
+pub struct Tokens<'a> {
+    pub sdk: &'a SdkConfig,
+    pub config: &'a Config,
+    pub cell: OnceCell<Result<Fetched, Arc<TokenError>>>,
+}
+
+pub struct Fetched {
+    pub tokens: ecr::Tokens,
+    /// RFC 3339, the earliest expiry of the tokens.
+    pub expires_at: String,
+}
+
+impl Tokens<'_> {
+    pub async fn get(&self) -> Result<&Fetched, Arc<TokenError>> {
+        self.cell
+            .get_or_init(|| async { self.fetch().await.map_err(Arc::new) })
+            .await
+            .as_ref()
+            .map_err(Arc::clone)
+    }
+
+    async fn fetch(&self) -> Result<Fetched, TokenError> {
+        let tokens = ecr::fetch(self.sdk, &self.config.registries, self.config.dual_stack).await?;
+        let expires_at = tokens.expires_at();
+        info!(
+            registries = %tokens.registries().join(","),
+            token_expires_at = %expires_at,
+            regions = tokens.0.len(),
+            "ECR tokens fetched"
+        );
+        if self.config.verify_login {
+            login::verify(&tokens).await?;
+        }
+        Ok(Fetched { tokens, expires_at })
+    }
+
+    /// The tokens, if this run fetched them.
+    pub fn fetched(&self) -> Option<&Fetched> {
+        self.cell.get().and_then(|r| r.as_ref().ok())
+    }
+}
+
+impl Fetched {
+    pub fn desired<'a>(&'a self, config: &'a Config) -> Desired<'a> {
+        Desired {
+            name: &config.secret_name,
+            credentials: self.tokens.credentials(),
+            expires_at: self.expires_at.clone(),
+            expiry: self
+                .tokens
+                .expiry_by_region()
+                .values()
+                .min()
+                .map(|at| whole_seconds(*at)),
+            dry_run: config.dry_run,
+        }
+    }
+}
+
+/// The time to the second, as the Secret records it (`ecr-refresh/token-expires-at`): what a
+/// later run reads back is then what this one reports.
+fn whole_seconds(at: SystemTime) -> SystemTime {
+    let secs = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs)
+}
