@@ -1,5 +1,6 @@
 //! The connection to the Kubernetes API server.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kube::Client;
@@ -8,7 +9,6 @@ use kube::client::retry::RetryPolicy;
 use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 
-use crate::metrics;
 use crate::retry::{self, ATTEMPT_TIMEOUT, RequestError};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -57,7 +57,7 @@ pub async fn connect() -> Result<(Client, String), ClusterError> {
     let client = ClientBuilder::try_from(config)
         .map_err(ClusterError::Client)?
         // Innermost: counts every HTTP attempt, retries included, for the run's metrics.
-        .with_layer(&tower::util::MapRequestLayer::new(metrics::count_request))
+        .with_layer(&tower::util::MapRequestLayer::new(count_request))
         // Retry needs a service it can clone: the buffer is one.
         .with_layer(&BufferLayer::new(1024))
         .with_layer(&RetryLayer::new(policy))
@@ -79,4 +79,35 @@ pub async fn check(client: &Client, url: &str) -> Result<String, ClusterError> {
             source: e,
         }),
     }
+}
+
+// Requests sent to the Kubernetes API server, by method: every HTTP attempt, retries
+// included, counted at the client's transport (connect adds `count_request` as a layer).
+// A process runs once, so a process-wide count is the run's count.
+const METHODS: [&str; 5] = ["GET", "POST", "PATCH", "PUT", "other"];
+static API_REQUESTS: [AtomicU64; 5] = [
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+];
+
+/// Counts one request on its way to the API server; passes it on unchanged.
+pub fn count_request<B>(request: http::Request<B>) -> http::Request<B> {
+    let method = request.method().as_str();
+    let i = METHODS
+        .iter()
+        .position(|m| *m == method)
+        .unwrap_or(METHODS.len() - 1);
+    API_REQUESTS[i].fetch_add(1, Ordering::Relaxed);
+    request
+}
+
+/// The requests counted so far, by method.
+pub fn api_requests() -> impl Iterator<Item = (&'static str, u64)> {
+    METHODS
+        .iter()
+        .zip(API_REQUESTS.iter())
+        .map(|(m, n)| (*m, n.load(Ordering::Relaxed)))
 }

@@ -12,10 +12,10 @@ use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 
 use crate::docker_config::{self, UnreadableDockerConfig};
-use crate::registry::{RegistryHost, normalize};
-use crate::secret::{
+use crate::pull_secret::{
     DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, REGISTRIES_ANNOTATION, last_applied_holds_ours,
 };
+use crate::registry::{RegistryHost, normalize};
 
 /// The registries a Secret that is not due holds our entries for.
 #[derive(Debug, Clone, Copy)]
@@ -257,7 +257,7 @@ mod tests {
 
     use super::*;
     use crate::docker_config::Credential;
-    use crate::secret::LAST_APPLIED_ANNOTATION;
+    use crate::pull_secret::LAST_APPLIED_ANNOTATION;
 
     const A: &str = "111111111111.dkr.ecr.us-east-1.amazonaws.com";
     const B: &str = "222222222222.dkr.ecr.eu-west-1.amazonaws.com";

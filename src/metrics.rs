@@ -10,7 +10,7 @@
 //! and at most PUSH_TIMEOUT, never the exit code.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -20,43 +20,13 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tracing::{debug, warn};
 
+use crate::cluster;
 use crate::config::pushgateway::Pushgateway;
 use crate::logging::error_chain;
 use crate::report::{Outcome, Report, exit};
 
 /// The whole push, connect to answer. Well under the 10 s a refresh may lose to it.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
-
-// Requests sent to the Kubernetes API server, by method: every HTTP attempt, retries
-// included, counted at the client's transport (cluster.rs adds `count_request` as a layer).
-// A process runs once, so a process-wide count is the run's count.
-const METHODS: [&str; 5] = ["GET", "POST", "PATCH", "PUT", "other"];
-static API_REQUESTS: [AtomicU64; 5] = [
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-];
-
-/// Counts one request on its way to the API server; passes it on unchanged.
-pub fn count_request<B>(request: http::Request<B>) -> http::Request<B> {
-    let method = request.method().as_str();
-    let i = METHODS
-        .iter()
-        .position(|m| *m == method)
-        .unwrap_or(METHODS.len() - 1);
-    API_REQUESTS[i].fetch_add(1, Ordering::Relaxed);
-    request
-}
-
-/// The requests counted so far, by method.
-pub fn api_requests() -> impl Iterator<Item = (&'static str, u64)> {
-    METHODS
-        .iter()
-        .zip(API_REQUESTS.iter())
-        .map(|(m, n)| (*m, n.load(Ordering::Relaxed)))
-}
 
 /// What a run ended with, as the metrics need it.
 #[derive(Debug)]
@@ -178,7 +148,7 @@ pub fn encode(run: &RunEnd<'_>) -> String {
         );
     }
     let requests: Family<MethodLabel, Gauge> = Family::default();
-    for (method, n) in api_requests() {
+    for (method, n) in cluster::api_requests() {
         requests
             .get_or_create(&MethodLabel { method })
             .set(i64::try_from(n).unwrap_or(i64::MAX));

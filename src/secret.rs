@@ -17,28 +17,16 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use tracing::debug;
 
-use base64::Engine as _;
-
 use crate::docker_config::{self, Credential, UnreadableDockerConfig};
 use crate::due::{self, Decision, Policy};
 use crate::names::SecretName;
-use crate::registry::normalize;
 use crate::report::Outcome;
 use crate::retry::{self, RequestError};
 
-pub const FIELD_MANAGER: &str = "ecr-refresh";
-pub const SECRET_TYPE: &str = "kubernetes.io/dockerconfigjson";
-pub const DATA_KEY: &str = ".dockerconfigjson";
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// The registries our last write put in `auths`, comma-separated: entries for those no longer
-/// configured are ours to remove; every other entry is someone else's.
-pub const REGISTRIES_ANNOTATION: &str = "ecr-refresh/registries";
-pub const EXPIRES_ANNOTATION: &str = "ecr-refresh/token-expires-at";
-/// What our last write put in our `auths` entries, as a digest (see `due::digest`): entries
-/// that no longer match it were changed by someone, and the Secret is due.
-pub const DIGEST_ANNOTATION: &str = "ecr-refresh/auths-sha256";
-/// Where `kubectl apply` keeps a copy of the whole object it applied, password included.
-pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub use crate::pull_secret::{
+    DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, FIELD_MANAGER, LAST_APPLIED_ANNOTATION,
+    MANAGED_BY_LABEL, REGISTRIES_ANNOTATION, SECRET_TYPE, last_applied_holds_ours,
+};
 
 /// Reads, conflicts and deletions survived before a namespace is given up.
 const ATTEMPTS: usize = 5;
@@ -492,31 +480,6 @@ async fn remove_last_applied(
         }
     }
     Err(SecretError::Contended)
-}
-
-/// Whether kubectl's last-applied annotation holds a docker config with an entry for one of
-/// our registries (`hosts`): a copy of a password we replace. Any other last-applied
-/// annotation is someone else's, and stays.
-pub fn last_applied_holds_ours(secret: &Secret, hosts: &[&str]) -> bool {
-    let Some(text) = secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(LAST_APPLIED_ANNOTATION))
-    else {
-        return false;
-    };
-    let Ok(applied) = serde_json::from_str::<serde_json::Value>(text) else {
-        return false;
-    };
-    let Some(value) = applied["data"][DATA_KEY]
-        .as_str()
-        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
-    else {
-        return false;
-    };
-    docker_config::auths_keys(&value)
-        .is_ok_and(|keys| keys.iter().any(|k| hosts.contains(&normalize(k).as_str())))
 }
 
 /// The object we apply or create: only the fields we own.
