@@ -36,8 +36,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::Resource;
-use super::status::{self, ApiError, Cause, FieldError};
+use super::status::{self, ApiError, FieldError};
 use super::store::{Store, now};
 
 pub(crate) const GROUP: &str = "events.k8s.io";
@@ -467,25 +466,7 @@ impl Events {
         namespace: &str,
         name: &str,
     ) -> Result<(), ApiError> {
-        let ns = store
-            .lookup(Resource::Namespaces, "", namespace)
-            .ok_or_else(|| status::not_found("namespaces", namespace))?;
-        if ns.obj["status"]["phase"] == "Terminating" {
-            let cause = Cause {
-                reason: "NamespaceTerminating",
-                message: format!("namespace {namespace} is being terminated"),
-                field: "metadata.namespace".into(),
-            };
-            return Err(status::forbidden(
-                &api.qualified_resource(),
-                name,
-                &format!(
-                    "unable to create new content in namespace {namespace} because it is being terminated"
-                ),
-                vec![cause],
-            ));
-        }
-        Ok(())
+        store.admit_namespace_content(&api.qualified_resource(), namespace, name)
     }
 
     pub fn get(&self, api: EventApi, namespace: &str, name: &str) -> Result<Value, ApiError> {

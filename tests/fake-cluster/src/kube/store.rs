@@ -479,6 +479,18 @@ impl Store {
         if resource == Resource::Namespaces {
             return Ok(());
         }
+        self.admit_namespace_content(resource.plural(), namespace, name)
+    }
+
+    /// The namespace lifecycle admission plugin: nothing new in a namespace that is missing
+    /// or terminating. `qualified_resource` names what was refused (`secrets`,
+    /// `events.events.k8s.io`).
+    pub(crate) fn admit_namespace_content(
+        &self,
+        qualified_resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
         let ns = self
             .lookup(Resource::Namespaces, "", namespace)
             .ok_or_else(|| status::not_found("namespaces", namespace))?;
@@ -489,7 +501,7 @@ impl Store {
                 field: "metadata.namespace".into(),
             };
             return Err(status::forbidden(
-                resource.plural(),
+                qualified_resource,
                 name,
                 &format!(
                     "unable to create new content in namespace {namespace} because it is being terminated"
