@@ -1,0 +1,11 @@
+//go:build tools
+
+// The commands .ci/kube-binaries builds, imported only so that `go mod tidy` keeps
+// every module they need in go.sum.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
