@@ -244,7 +244,8 @@ impl ControlPlane {
             cleaned: AtomicBool::new(false),
             next_file: AtomicU32::new(0),
         };
-        for sub in ["etcd", "certs", "kubectl-cache", "kubeconfigs"] {
+        // Not etcd's data directory: etcd makes that itself, with the mode it insists on.
+        for sub in ["certs", "kubectl-cache", "kubeconfigs"] {
             std::fs::create_dir(dir.join(sub))
                 .map_err(|e| format!("cannot create {}: {e}", dir.join(sub).display()))?;
         }
@@ -553,7 +554,8 @@ impl ControlPlane {
             .arg("--unsafe-no-fsync")
             .current_dir(&self.dir)
             .env_clear()
-            .env("PATH", "/usr/bin:/bin");
+            .env("PATH", "/usr/bin:/bin")
+            .env("TMPDIR", &self.dir);
         let mut daemon = Daemon::spawn("etcd", command, &self.dir.join("etcd.log"))?;
         self.etcd_pid.store(daemon.pid(), Ordering::Relaxed);
         let deadline = Instant::now() + READY_TIMEOUT;
@@ -594,6 +596,10 @@ impl ControlPlane {
                 .arg(format!("--etcd-servers={}", self.etcd_url()))
                 .arg("--bind-address=127.0.0.1")
                 .arg("--advertise-address=127.0.0.1")
+                // The `kubernetes` Service's endpoints can't be a loopback address: 1.37 refuses
+                // to start with "cannot use public IP 127.0.0.1 with endpoint reconciler".
+                // Nothing in a test reaches the server through that Service.
+                .arg("--endpoint-reconciler-type=none")
                 .arg(format!("--secure-port={}", self.port))
                 .arg(format!("--cert-dir={}", certs.display()))
                 .arg(format!(
@@ -622,7 +628,8 @@ impl ControlPlane {
                 .arg("--allow-privileged=true")
                 .current_dir(&self.dir)
                 .env_clear()
-                .env("PATH", "/usr/bin:/bin");
+                .env("PATH", "/usr/bin:/bin")
+                .env("TMPDIR", &self.dir);
             let daemon = Daemon::spawn(
                 "kube-apiserver",
                 command,

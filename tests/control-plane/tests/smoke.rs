@@ -319,21 +319,42 @@ fn an_own_control_plane_restarts_with_its_data_and_leaves_nothing_when_dropped()
     assert_ne!(cp.apiserver_pid(), Some(killed));
     assert_eq!(read(&cp), "v1");
 
+    let step = Instant::now();
     cp.restart_apiserver();
+    println!(
+        "kube-apiserver stopped (SIGTERM) and started in {:.1?}",
+        step.elapsed()
+    );
     assert_eq!(read(&cp), "v1");
 
+    let step = Instant::now();
     cp.stop_etcd();
     cp.start_etcd();
+    println!(
+        "etcd stopped (SIGTERM) and started, kube-apiserver ready again, in {:.1?}",
+        step.elapsed()
+    );
     assert_eq!(read(&cp), "v1");
+    let step = Instant::now();
     cp.kill_etcd();
     cp.start_etcd();
+    println!(
+        "etcd killed and started, kube-apiserver ready again, in {:.1?}",
+        step.elapsed()
+    );
     cp.kubectl_run(&["create", "configmap", "after", "-n", "kept"]);
     assert_eq!(read(&cp), "v1");
 
     let pids = [cp.etcd_pid().unwrap(), cp.apiserver_pid().unwrap()];
     let ports = [port_of(&cp.etcd_url()), cp.port()];
     let dir = cp.dir().to_owned();
+    let step = Instant::now();
     drop(cp);
+    println!(
+        "dropped in {:.1?}; the whole test took {:.1?}",
+        step.elapsed(),
+        started.elapsed()
+    );
     for pid in pids {
         assert!(gone(pid), "process {pid} outlived its ControlPlane");
     }
@@ -407,4 +428,40 @@ fn the_shared_control_plane_goes_when_its_process_exits_or_is_killed() {
     );
     control_plane::sweep_stale_directories();
     assert!(!dir.exists(), "the sweep left {}", dir.display());
+}
+
+#[tokio::test]
+async fn kube_rs_takes_the_kubeconfigs() {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    async fn client(kubeconfig: &Path) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+    // shared() blocks for seconds on its first call: not on the runtime's thread.
+    let cp = tokio::task::spawn_blocking(ControlPlane::shared)
+        .await
+        .unwrap();
+    let admin = client(cp.admin_kubeconfig()).await;
+    assert_eq!(
+        admin.apiserver_version().await.unwrap().git_version,
+        cp.version()
+    );
+    let default = kube::Api::<Namespace>::all(admin)
+        .get("default")
+        .await
+        .unwrap();
+    assert_eq!(default.metadata.name.as_deref(), Some("default"));
+
+    let as_user = client(cp.ecr_refresh_kubeconfig()).await;
+    let refused = kube::Api::<Secret>::namespaced(as_user, "default")
+        .list(&Default::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(status) if status.code == 403),
+        "{refused:?}"
+    );
 }
