@@ -1,0 +1,809 @@
+//! A real control plane for ecr-refresh's tests: etcd and kube-apiserver on free loopback
+//! ports, the way controller-runtime's envtest runs them.
+//!
+//! The binaries come from the directory named by `KUBEBUILDER_ASSETS` (`kube-apiserver`,
+//! `etcd`, `kubectl`), which `bash .ci/kube-binaries` builds and prints:
+//!
+//! ```text
+//! export KUBEBUILDER_ASSETS="$(bash .ci/kube-binaries | tail -1)"
+//! ```
+//!
+//! Without the variable, or without one of the binaries, the harness panics and says so:
+//! a test that needs the real server never skips.
+//!
+//! # Use
+//! ```no_run
+//! use control_plane::ControlPlane;
+//!
+//! // One control plane per test binary, started by the first test that asks (a start
+//! // costs seconds). Tests share it by each using namespaces of their own.
+//! let cp = ControlPlane::shared();
+//! cp.create_namespace("adoption-1");
+//! // A real token from the TokenRequest API, for any ServiceAccount (created if missing).
+//! let kubeconfig = cp.kubeconfig_for_service_account("adoption-1", "ecr-refresh");
+//! let whoami = cp.kubectl_as(&kubeconfig).args(["auth", "whoami"]).output().unwrap();
+//! # let _ = whoami;
+//! ```
+//!
+//! `ControlPlane::start()` gives a control plane of one's own, stopped when it is dropped;
+//! only such a one can be restarted ([`ControlPlane::kill_apiserver`] and the rest), since
+//! restarting the shared one would break the tests running beside.
+//!
+//! # What runs, and what does not
+//! - etcd (one member, `--unsafe-no-fsync`, data in the temporary directory) and
+//!   kube-apiserver (`--authorization-mode=RBAC`, the default admission plugins but
+//!   `ServiceAccount`, so NamespaceLifecycle and ValidatingAdmissionPolicy are on, and a pod
+//!   needs no ServiceAccount; service-account signing keys made for the run).
+//! - Users: an admin (group `system:masters`) and ecr-refresh's ServiceAccount user
+//!   `system:serviceaccount:ecr-refresh:ecr-refresh`, both from a static token file; and any
+//!   ServiceAccount through [`ControlPlane::kubeconfig_for_service_account`].
+//! - **No kube-controller-manager**, no scheduler, no kubelet. So a deleted namespace stays
+//!   `Terminating` for good (the namespace controller would empty and finalize it); no
+//!   `default` ServiceAccount appears in a new namespace; service-account-token Secrets are
+//!   never filled in; nothing is garbage-collected (ownerReferences are never acted on); pods
+//!   never run. kube-apiserver itself creates the `default`, `kube-system`, `kube-public` and
+//!   `kube-node-lease` namespaces and the RBAC bootstrap roles, and `start` waits for them.
+//!
+//! # Cleanup
+//! Both processes and the temporary directory go when the handle drops, and for the shared
+//! one when the test process exits (an `atexit` handler). If the test process is killed,
+//! the kernel kills both (PR_SET_PDEATHSIG), and the next start removes the directory it
+//! left. Nothing is written outside that directory: kubectl's cache is in it too.
+
+mod pki;
+mod process;
+mod scratch;
+
+use std::hash::{BuildHasher as _, Hasher as _};
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use process::{Daemon, log_tail, private_file, run};
+
+/// The environment variable naming the directory with the binaries (envtest's name).
+pub const ASSETS_VARIABLE: &str = "KUBEBUILDER_ASSETS";
+
+/// The admin user's name (group `system:masters`).
+pub const ADMIN_USER: &str = "control-plane-admin";
+
+/// ecr-refresh's ServiceAccount user, in the static token file.
+pub const ECR_REFRESH_USER: &str = "system:serviceaccount:ecr-refresh:ecr-refresh";
+
+/// How long etcd, and then kube-apiserver, may take to be ready. Generous: the CI machine
+/// has 2 cores shared with the build.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a SIGTERM may take before SIGKILL follows.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// Removes the temporary directories that control planes of killed processes left (every
+/// start does this first).
+pub fn sweep_stale_directories() {
+    scratch::sweep(&std::env::temp_dir());
+}
+
+/// The directory in `KUBEBUILDER_ASSETS`, checked to hold every binary the harness runs.
+///
+/// # Panics
+/// When the variable is unset or a binary is missing, naming the variable and the command
+/// that builds them.
+pub fn assets() -> PathBuf {
+    check_assets(std::env::var_os(ASSETS_VARIABLE)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn check_assets(value: Option<std::ffi::OsString>) -> Result<PathBuf, String> {
+    const BUILD: &str = "build them with `bash .ci/kube-binaries` and set \
+        KUBEBUILDER_ASSETS to the directory it prints on its last line: \
+        export KUBEBUILDER_ASSETS=\"$(bash .ci/kube-binaries | tail -1)\"";
+    let dir = match value {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => {
+            return Err(format!(
+                "{ASSETS_VARIABLE} is not set: the real-server tests need kube-apiserver, etcd \
+                 and kubectl; {BUILD}"
+            ));
+        }
+    };
+    for binary in ["kube-apiserver", "etcd", "kubectl"] {
+        if !dir.join(binary).is_file() {
+            return Err(format!(
+                "{ASSETS_VARIABLE}={} has no {binary}; {BUILD}",
+                dir.display()
+            ));
+        }
+    }
+    Ok(dir)
+}
+
+/// A running etcd and kube-apiserver, with their temporary directory and kubeconfigs.
+pub struct ControlPlane {
+    dir: PathBuf,
+    assets: PathBuf,
+    etcd_client_port: u16,
+    etcd_peer_port: u16,
+    port: u16,
+    pki: pki::Pki,
+    admin_token: String,
+    admin_kubeconfig: PathBuf,
+    ecr_refresh_kubeconfig: PathBuf,
+    token_file: PathBuf,
+    etcd: Mutex<Option<Daemon>>,
+    apiserver: Mutex<Option<Daemon>>,
+    // The pids again, readable without a lock: the exit handler must not block.
+    etcd_pid: AtomicU32,
+    apiserver_pid: AtomicU32,
+    version: OnceLock<String>,
+    shared: bool,
+    cleaned: AtomicBool,
+    next_file: AtomicU32,
+}
+
+impl ControlPlane {
+    /// Starts a control plane of its own, ready to use: `/readyz` answers ok to the admin,
+    /// and the `default` namespace and the RBAC bootstrap roles exist. It stops when dropped.
+    ///
+    /// # Panics
+    /// When a binary is missing (see [`assets`]), or either daemon fails or is not ready
+    /// within [`READY_TIMEOUT`]; the message holds the last lines of its log.
+    pub fn start() -> Self {
+        Self::start_as(false).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The control plane of this test binary, started by the first call. Use namespaces of
+    /// your own; it can't be restarted (use [`ControlPlane::start`] for that).
+    ///
+    /// # Panics
+    /// Like [`ControlPlane::start`]; once it failed, every later call panics with the same
+    /// message at once.
+    pub fn shared() -> &'static Self {
+        static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+        extern "C" fn stop_shared() {
+            if let Some(Ok(cp)) = SHARED.get() {
+                cp.cleanup();
+            }
+        }
+        let shared = SHARED.get_or_init(|| {
+            let cp = Self::start_as(true)?;
+            // SAFETY: atexit(3) with a function that takes nothing and never unwinds
+            // (cleanup ignores every error); it runs when the test harness exits.
+            if unsafe { libc::atexit(stop_shared) } != 0 {
+                return Err("atexit(3) refused the control plane's cleanup".into());
+            }
+            Ok(cp)
+        });
+        match shared {
+            Ok(cp) => cp,
+            Err(e) => panic!("the shared control plane did not start: {e}"),
+        }
+    }
+
+    fn start_as(shared: bool) -> Result<Self, String> {
+        let assets = check_assets(std::env::var_os(ASSETS_VARIABLE))?;
+        // Free ports are found by binding port 0 and letting go, so another process may take
+        // one before the daemon binds it: then try again with new ones.
+        let mut attempt = 1;
+        loop {
+            let started = Instant::now();
+            let cp = Self::prepare(assets.clone(), shared)?;
+            match cp
+                .start_etcd_inner()
+                .and_then(|()| cp.start_apiserver_inner())
+            {
+                Ok(()) => {
+                    eprintln!(
+                        "control plane: {} ready at {} in {:.1?} ({})",
+                        cp.version(),
+                        cp.server_url(),
+                        started.elapsed(),
+                        cp.dir.display()
+                    );
+                    return Ok(cp);
+                }
+                Err(e) if attempt < 3 && e.contains("address already in use") => {
+                    eprintln!("control plane: a port was taken, trying new ones: {e}");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The temporary directory, ports, keys, token file and kubeconfigs; nothing running.
+    fn prepare(assets: PathBuf, shared: bool) -> Result<Self, String> {
+        let dir = scratch::create()?;
+        // From here on, Drop removes the directory on every path.
+        let mut cp = Self {
+            dir: dir.clone(),
+            assets,
+            etcd_client_port: free_port()?,
+            etcd_peer_port: free_port()?,
+            port: free_port()?,
+            pki: pki::Pki {
+                ca: PathBuf::new(),
+                serving_cert: PathBuf::new(),
+                serving_key: PathBuf::new(),
+                sa_key: PathBuf::new(),
+                sa_pub: PathBuf::new(),
+            },
+            admin_token: random_token(),
+            admin_kubeconfig: dir.join("admin.kubeconfig"),
+            ecr_refresh_kubeconfig: dir.join("ecr-refresh.kubeconfig"),
+            token_file: dir.join("tokens.csv"),
+            etcd: Mutex::new(None),
+            apiserver: Mutex::new(None),
+            etcd_pid: AtomicU32::new(0),
+            apiserver_pid: AtomicU32::new(0),
+            version: OnceLock::new(),
+            shared,
+            cleaned: AtomicBool::new(false),
+            next_file: AtomicU32::new(0),
+        };
+        // Not etcd's data directory: etcd makes that itself, with the mode it insists on.
+        for sub in ["certs", "kubectl-cache", "kubeconfigs"] {
+            std::fs::create_dir(dir.join(sub))
+                .map_err(|e| format!("cannot create {}: {e}", dir.join(sub).display()))?;
+        }
+        cp.pki = pki::generate(&dir.join("certs"))?;
+        let ecr_refresh_token = random_token();
+        // Static token file: token,user,uid,"group1,group2" (Kubernetes, Authenticating).
+        let tokens = format!(
+            "{},{ADMIN_USER},{ADMIN_USER},\"system:masters,system:authenticated\"\n\
+             {ecr_refresh_token},{ECR_REFRESH_USER},ecr-refresh-static,\
+             \"system:serviceaccounts,system:serviceaccounts:ecr-refresh,system:authenticated\"\n",
+            cp.admin_token
+        );
+        write_private(&cp.token_file, &tokens)?;
+        cp.write_kubeconfig(
+            &cp.admin_kubeconfig,
+            &cp.server_url(),
+            ADMIN_USER,
+            &cp.admin_token,
+        );
+        cp.write_kubeconfig(
+            &cp.ecr_refresh_kubeconfig,
+            &cp.server_url(),
+            ECR_REFRESH_USER,
+            &ecr_refresh_token,
+        );
+        Ok(cp)
+    }
+
+    // ---- Where it is -------------------------------------------------------------------
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn server_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// kube-apiserver's secure port on 127.0.0.1 (the same across restarts).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The CA certificate (PEM) that signed the serving certificate.
+    pub fn ca_path(&self) -> &Path {
+        &self.pki.ca
+    }
+
+    /// The CA certificate, PEM.
+    pub fn ca_pem(&self) -> String {
+        std::fs::read_to_string(&self.pki.ca).expect("the control plane's CA is readable")
+    }
+
+    /// etcd's client URL, `http://127.0.0.1:PORT`.
+    pub fn etcd_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.etcd_client_port)
+    }
+
+    /// The temporary directory holding everything of this control plane (logs included:
+    /// `kube-apiserver.log`, `etcd.log`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The directory the binaries came from (`KUBEBUILDER_ASSETS`).
+    pub fn assets(&self) -> &Path {
+        &self.assets
+    }
+
+    /// The last `lines` lines of kube-apiserver's log.
+    pub fn apiserver_log_tail(&self, lines: usize) -> String {
+        log_tail(&self.dir.join("kube-apiserver.log"), lines)
+    }
+
+    /// The server's `gitVersion` from `/version`, such as `v1.37.2`.
+    pub fn version(&self) -> &str {
+        self.version.get_or_init(|| {
+            let body = self.get_raw("/version");
+            let version: serde_json::Value = serde_json::from_str(&body)
+                .unwrap_or_else(|e| panic!("/version is not JSON ({e}): {body}"));
+            version["gitVersion"]
+                .as_str()
+                .unwrap_or_else(|| panic!("/version has no gitVersion: {body}"))
+                .to_owned()
+        })
+    }
+
+    // ---- Who talks to it -----------------------------------------------------------------
+
+    /// A kubeconfig for the admin (group `system:masters`).
+    pub fn admin_kubeconfig(&self) -> &Path {
+        &self.admin_kubeconfig
+    }
+
+    /// The admin's bearer token, for a client that takes no kubeconfig (a proxy, raw HTTP).
+    pub fn admin_token(&self) -> &str {
+        &self.admin_token
+    }
+
+    /// A kubeconfig for [`ECR_REFRESH_USER`] from the static token file: the name and groups
+    /// of ecr-refresh's ServiceAccount user, with no ServiceAccount object needed.
+    pub fn ecr_refresh_kubeconfig(&self) -> &Path {
+        &self.ecr_refresh_kubeconfig
+    }
+
+    /// A kubeconfig with a real token for ServiceAccount `name` in `namespace`, from the
+    /// TokenRequest API (valid 24 hours). The ServiceAccount is created if it does not exist;
+    /// the namespace must exist. Each call writes a new file with a new token.
+    pub fn kubeconfig_for_service_account(&self, namespace: &str, name: &str) -> PathBuf {
+        let token = self.service_account_token(namespace, name);
+        let n = self.next_file.fetch_add(1, Ordering::Relaxed);
+        let path = self
+            .dir
+            .join("kubeconfigs")
+            .join(format!("{namespace}.{name}.{n}.kubeconfig"));
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        self.write_kubeconfig(&path, &self.server_url(), &user, &token);
+        path
+    }
+
+    /// A real token for ServiceAccount `name` in `namespace` (created if missing), from the
+    /// TokenRequest API, valid 24 hours.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        let created = self
+            .kubectl()
+            .args(["create", "serviceaccount", name, "-n", namespace])
+            .output()
+            .expect("kubectl runs");
+        let stderr = String::from_utf8_lossy(&created.stderr);
+        assert!(
+            created.status.success() || stderr.contains("AlreadyExists"),
+            "creating ServiceAccount {namespace}/{name}: {stderr}"
+        );
+        let token = self.kubectl_run(&["create", "token", name, "-n", namespace, "--duration=24h"]);
+        token.trim().to_owned()
+    }
+
+    /// Writes a kubeconfig at `path` for `server` (this control plane's URL, or a proxy in
+    /// front of it) with a bearer token; the CA is this control plane's.
+    pub fn write_kubeconfig(&self, path: &Path, server: &str, user: &str, token: &str) {
+        // JSON is YAML: no quoting rules to get wrong.
+        let config = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "control-plane", "cluster": {
+                "server": server,
+                "certificate-authority": self.pki.ca,
+            }}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "control-plane", "context": {
+                "cluster": "control-plane", "user": user,
+            }}],
+            "current-context": "control-plane",
+        });
+        write_private(path, &format!("{config:#}\n")).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// The built kubectl as the admin. Its cache is in the temporary directory, and no
+    /// kuberc or kubeconfig of the developer's is read.
+    pub fn kubectl(&self) -> Command {
+        self.kubectl_as(&self.admin_kubeconfig)
+    }
+
+    /// The built kubectl with `kubeconfig`.
+    pub fn kubectl_as(&self, kubeconfig: &Path) -> Command {
+        let mut command = Command::new(self.assets.join("kubectl"));
+        command
+            .env("KUBECONFIG", kubeconfig)
+            .env("KUBECACHEDIR", self.dir.join("kubectl-cache"))
+            .env("KUBERC", "off");
+        command
+    }
+
+    /// Runs the built kubectl as the admin and returns its stdout.
+    ///
+    /// # Panics
+    /// When it fails, with its stderr.
+    pub fn kubectl_run(&self, args: &[&str]) -> String {
+        run(
+            self.kubectl().args(args),
+            &format!("kubectl {}", args.join(" ")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// GET `path` as the admin (`kubectl get --raw`), the body.
+    pub fn get_raw(&self, path: &str) -> String {
+        self.kubectl_run(&["get", "--raw", path])
+    }
+
+    /// `/metrics` as the admin, in the Prometheus text format (`apiserver_request_total`…).
+    pub fn metrics(&self) -> String {
+        self.get_raw("/metrics")
+    }
+
+    /// Creates a namespace as the admin.
+    pub fn create_namespace(&self, name: &str) {
+        self.kubectl_run(&["create", "namespace", name]);
+    }
+
+    // ---- Stopping and starting (a control plane of one's own only) -----------------------
+
+    /// kube-apiserver's pid, while it runs.
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        Some(self.apiserver_pid.load(Ordering::Relaxed)).filter(|&p| p != 0)
+    }
+
+    /// etcd's pid, while it runs.
+    pub fn etcd_pid(&self) -> Option<u32> {
+        Some(self.etcd_pid.load(Ordering::Relaxed)).filter(|&p| p != 0)
+    }
+
+    /// SIGKILL to kube-apiserver, and waits until it is gone.
+    pub fn kill_apiserver(&self) {
+        self.restartable();
+        if let Some(daemon) = lock(&self.apiserver).take() {
+            daemon.kill();
+        }
+        self.apiserver_pid.store(0, Ordering::Relaxed);
+    }
+
+    /// SIGTERM to kube-apiserver, and waits until it has shut down.
+    ///
+    /// # Panics
+    /// When it is still running [`STOP_GRACE`] (30 s) after the signal (it is then killed).
+    pub fn stop_apiserver(&self) {
+        self.restartable();
+        if let Some(daemon) = lock(&self.apiserver).take() {
+            daemon
+                .terminate(STOP_GRACE)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        self.apiserver_pid.store(0, Ordering::Relaxed);
+    }
+
+    /// Starts kube-apiserver again, on the same port, with the same etcd, keys and tokens,
+    /// and waits until it is ready.
+    pub fn start_apiserver(&self) {
+        self.restartable();
+        self.start_apiserver_inner()
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`ControlPlane::stop_apiserver`], then [`ControlPlane::start_apiserver`].
+    pub fn restart_apiserver(&self) {
+        self.stop_apiserver();
+        self.start_apiserver();
+    }
+
+    /// SIGKILL to etcd, and waits until it is gone. kube-apiserver keeps running, unready.
+    pub fn kill_etcd(&self) {
+        self.restartable();
+        if let Some(daemon) = lock(&self.etcd).take() {
+            daemon.kill();
+        }
+        self.etcd_pid.store(0, Ordering::Relaxed);
+    }
+
+    /// SIGTERM to etcd, and waits until it has shut down.
+    pub fn stop_etcd(&self) {
+        self.restartable();
+        if let Some(daemon) = lock(&self.etcd).take() {
+            daemon
+                .terminate(STOP_GRACE)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        self.etcd_pid.store(0, Ordering::Relaxed);
+    }
+
+    /// Starts etcd again on the same ports and data directory, and waits until it is
+    /// healthy, and then, if kube-apiserver runs, until that is ready again.
+    pub fn start_etcd(&self) {
+        self.restartable();
+        self.start_etcd_inner().unwrap_or_else(|e| panic!("{e}"));
+        if self.apiserver_pid().is_some() {
+            self.wait_until_ready().unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    fn restartable(&self) {
+        assert!(
+            !self.shared,
+            "the shared control plane can't be stopped or restarted: tests beside this one use \
+             it; start one of your own with ControlPlane::start()"
+        );
+    }
+
+    // ---- The daemons ----------------------------------------------------------------------
+
+    fn start_etcd_inner(&self) -> Result<(), String> {
+        let mut slot = lock(&self.etcd);
+        if slot.is_some() {
+            return Err("etcd is running already".into());
+        }
+        let client = self.etcd_url();
+        let peer = format!("http://127.0.0.1:{}", self.etcd_peer_port);
+        let mut command = Command::new(self.assets.join("etcd"));
+        command
+            .arg("--name=control-plane")
+            .arg(format!("--data-dir={}", self.dir.join("etcd").display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=control-plane={peer}"))
+            .arg("--initial-cluster-state=new")
+            .arg("--initial-cluster-token=ecr-refresh-control-plane")
+            // For tests only: a crash of the machine is no concern here.
+            .arg("--unsafe-no-fsync")
+            .current_dir(&self.dir)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("TMPDIR", &self.dir);
+        let mut daemon = Daemon::spawn("etcd", command, &self.dir.join("etcd.log"))?;
+        self.etcd_pid.store(daemon.pid(), Ordering::Relaxed);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = daemon.exited() {
+                self.etcd_pid.store(0, Ordering::Relaxed);
+                return Err(daemon.exit_report(status));
+            }
+            if http_get(self.etcd_client_port, "/health")
+                .is_some_and(|b| b.contains("\"health\":\"true\""))
+            {
+                *slot = Some(daemon);
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let report = format!(
+                    "etcd was not healthy within {READY_TIMEOUT:?}; the last lines of {}:\n{}",
+                    self.dir.join("etcd.log").display(),
+                    log_tail(&self.dir.join("etcd.log"), 40)
+                );
+                daemon.kill();
+                self.etcd_pid.store(0, Ordering::Relaxed);
+                return Err(report);
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn start_apiserver_inner(&self) -> Result<(), String> {
+        {
+            let mut slot = lock(&self.apiserver);
+            if slot.is_some() {
+                return Err("kube-apiserver is running already".into());
+            }
+            let certs = self.dir.join("certs");
+            let mut command = Command::new(self.assets.join("kube-apiserver"));
+            command
+                .arg(format!("--etcd-servers={}", self.etcd_url()))
+                .arg("--bind-address=127.0.0.1")
+                .arg("--advertise-address=127.0.0.1")
+                // The `kubernetes` Service's endpoints can't be a loopback address: 1.37 refuses
+                // to start with "cannot use public IP 127.0.0.1 with endpoint reconciler".
+                // Nothing in a test reaches the server through that Service.
+                .arg("--endpoint-reconciler-type=none")
+                .arg(format!("--secure-port={}", self.port))
+                .arg(format!("--cert-dir={}", certs.display()))
+                .arg(format!(
+                    "--tls-cert-file={}",
+                    self.pki.serving_cert.display()
+                ))
+                .arg(format!(
+                    "--tls-private-key-file={}",
+                    self.pki.serving_key.display()
+                ))
+                .arg("--authorization-mode=RBAC")
+                .arg(format!("--token-auth-file={}", self.token_file.display()))
+                .arg(format!("--service-account-issuer={}", self.server_url()))
+                .arg(format!(
+                    "--service-account-key-file={}",
+                    self.pki.sa_pub.display()
+                ))
+                .arg(format!(
+                    "--service-account-signing-key-file={}",
+                    self.pki.sa_key.display()
+                ))
+                .arg("--service-cluster-ip-range=10.0.0.0/24")
+                // Without kube-controller-manager no `default` ServiceAccount ever appears,
+                // and this plugin would refuse every pod for it. The other defaults stay on.
+                .arg("--disable-admission-plugins=ServiceAccount")
+                .arg("--allow-privileged=true")
+                .current_dir(&self.dir)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("TMPDIR", &self.dir);
+            let daemon = Daemon::spawn(
+                "kube-apiserver",
+                command,
+                &self.dir.join("kube-apiserver.log"),
+            )?;
+            self.apiserver_pid.store(daemon.pid(), Ordering::Relaxed);
+            *slot = Some(daemon);
+        }
+        let ready = self.wait_until_ready();
+        if ready.is_err() {
+            if let Some(daemon) = lock(&self.apiserver).take() {
+                daemon.kill();
+            }
+            self.apiserver_pid.store(0, Ordering::Relaxed);
+        }
+        ready
+    }
+
+    /// Until `/readyz` answers ok to the admin and the objects kube-apiserver makes at start
+    /// (the `default` namespace, the RBAC bootstrap roles) exist.
+    fn wait_until_ready(&self) -> Result<(), String> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let mut last = String::from("no answer yet");
+        loop {
+            {
+                let mut slot = lock(&self.apiserver);
+                let daemon = slot.as_mut().ok_or("kube-apiserver is not running")?;
+                if let Some(status) = daemon.exited() {
+                    return Err(daemon.exit_report(status));
+                }
+            }
+            if TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).is_ok() {
+                match self.try_kubectl(&["get", "--raw", "/readyz?verbose"]) {
+                    Ok(_) => match self.try_kubectl(&[
+                        "get",
+                        "namespace/default",
+                        "clusterrole/cluster-admin",
+                        "clusterrole/admin",
+                        "clusterrole/edit",
+                        "clusterrole/view",
+                        "clusterrolebinding/cluster-admin",
+                        "-o",
+                        "name",
+                    ]) {
+                        Ok(_) => return Ok(()),
+                        Err(e) => last = e,
+                    },
+                    Err(e) => last = e,
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "kube-apiserver was not ready within {READY_TIMEOUT:?}; last answer: {last}\n\
+                     the last lines of {}:\n{}",
+                    self.dir.join("kube-apiserver.log").display(),
+                    self.apiserver_log_tail(40)
+                ));
+            }
+            thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    fn try_kubectl(&self, args: &[&str]) -> Result<String, String> {
+        run(
+            self.kubectl().arg("--request-timeout=5s").args(args),
+            &format!("kubectl {}", args.join(" ")),
+        )
+    }
+
+    /// Stops both daemons (SIGKILL: nothing in a test's etcd needs a clean shutdown) and
+    /// removes the temporary directory. Once; never panics, never blocks on a lock (it runs
+    /// from the exit handler too).
+    fn cleanup(&self) {
+        if self.cleaned.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for (slot, pid) in [
+            (&self.apiserver, &self.apiserver_pid),
+            (&self.etcd, &self.etcd_pid),
+        ] {
+            match slot.try_lock() {
+                Ok(mut guard) => {
+                    if let Some(daemon) = guard.take() {
+                        daemon.kill();
+                    }
+                }
+                Err(TryLockError::Poisoned(poisoned)) => {
+                    if let Some(daemon) = poisoned.into_inner().take() {
+                        daemon.kill();
+                    }
+                }
+                // Another thread is starting or stopping it: kill by pid, don't wait.
+                Err(TryLockError::WouldBlock) => {
+                    if let Ok(pid @ 1..) = libc::pid_t::try_from(pid.load(Ordering::Relaxed)) {
+                        // SAFETY: kill(2) on a pid we spawned; its Daemon is still held, so
+                        // it has not been reaped and the pid is not reused.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+            }
+            pid.store(0, Ordering::Relaxed);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.cleanup();
+    }
+}
+
+/// A poisoned lock (a test panicked while holding it) still holds a good daemon slot.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free loopback port: {e}"))
+}
+
+/// A GET over plain HTTP to 127.0.0.1 (etcd's client port), the response as text.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    Some(response)
+}
+
+/// 128 random bits as hex, from std's randomly keyed hasher: a loopback test token needs
+/// no more.
+fn random_token() -> String {
+    let half = || std::hash::RandomState::new().build_hasher().finish();
+    format!("{:016x}{:016x}", half(), half())
+}
+
+fn write_private(path: &Path, text: &str) -> Result<(), String> {
+    private_file(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_the_variable_or_a_binary_the_message_names_the_variable_and_the_build_command() {
+        let unset = check_assets(None).unwrap_err();
+        assert!(unset.contains("KUBEBUILDER_ASSETS is not set"), "{unset}");
+        assert!(unset.contains("bash .ci/kube-binaries"), "{unset}");
+        let empty = std::env::temp_dir().join("control-plane-no-such-assets");
+        let missing = check_assets(Some(empty.clone().into_os_string())).unwrap_err();
+        assert!(
+            missing.contains(&format!(
+                "KUBEBUILDER_ASSETS={} has no kube-apiserver",
+                empty.display()
+            )),
+            "{missing}"
+        );
+        assert!(missing.contains("bash .ci/kube-binaries"), "{missing}");
+    }
+
+    #[test]
+    fn tokens_differ() {
+        assert_ne!(random_token(), random_token());
+        assert_eq!(random_token().len(), 32);
+    }
+}
