@@ -2,11 +2,18 @@
 //! namespace, regarding the Secret. Namespace owners usually cannot read the CronJob's logs;
 //! `kubectl get events -n NS` and `kubectl describe secret` show these.
 //!
+//! At most LIMIT per run, and then one summary in the run's own namespace that counts the
+//! rest: when something systemic breaks (a renamed Secret, RBAC) every namespace fails, and an
+//! Event each would be thousands of objects per run for etcd to hold for an hour. Events are
+//! created, never patched: a later run can't add to an earlier run's Event, since the API
+//! server keeps `reportingInstance` (the pod) and `note` immutable (ValidateEventUpdate).
+//!
 //! Best effort: an Event that cannot be written is one warning line per run (one for
 //! refusals, one for anything else), never a failure of the run.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::SystemTime;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
@@ -22,16 +29,22 @@ use crate::secret::SecretError;
 pub const REPORTING_CONTROLLER: &str = "ecr-refresh";
 /// `action`: what we were doing.
 pub const ACTION: &str = "Refresh";
+/// Events per run for failed namespaces; the failures past it are counted in one summary.
+/// A Job's two tries then leave at most 202 Events, where 10,000 failing namespaces would
+/// leave 20,000.
+pub const LIMIT: usize = 100;
+/// The summary's `reason`.
+pub const MORE_FAILED: &str = "MoreNamespacesFailed";
+/// How long the summary may take. It is sent after the last namespace, so after the stop's
+/// grace at worst: with the grace and the metrics push, what a try can last past
+/// ECR_REFRESH_TIMEOUT (tests/manifests.rs adds them up against activeDeadlineSeconds).
+pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The API server refuses a longer note (pkg/apis/core/validation/events.go: NoteLengthLimit).
 const NOTE_LIMIT: usize = 1024;
 /// Refused longer: ReportingInstanceLengthLimit.
 const INSTANCE_LIMIT: usize = 128;
 /// Object names are DNS subdomains, at most 253 characters.
 const NAME_LIMIT: usize = 253;
-
-/// Each kind of failure to write an Event is logged once per run, not once per namespace.
-static WARNED_FORBIDDEN: AtomicBool = AtomicBool::new(false);
-static WARNED_OTHER: AtomicBool = AtomicBool::new(false);
 
 /// The CamelCase `reason` for a Secret that could not be refreshed.
 pub fn reason(error: &SecretError) -> &'static str {
@@ -60,41 +73,153 @@ pub struct Failure<'a> {
     pub note: String,
 }
 
-/// Writes the failure's Warning Event when Events are on (ECR_REFRESH_EVENTS).
-pub async fn failed(client: &Client, enabled: bool, failure: Failure<'_>) {
-    if !enabled {
-        return;
-    }
-    let api: Api<Event> = Api::namespaced(client.clone(), failure.namespace);
-    let event = event(&failure, SystemTime::now(), &instance());
-    let params = PostParams::default();
-    match retry::send("create event", || api.create(&params, &event)).await {
-        Ok(_) => debug!(
-            namespace = failure.namespace,
-            reason = failure.reason,
-            "Warning Event written"
-        ),
-        Err(e) if e.code() == Some(403) => {
-            if !WARNED_FORBIDDEN.swap(true, Ordering::Relaxed) {
-                warn!(
-                    namespace = failure.namespace,
-                    error = %e,
-                    "not allowed to write Events for failed namespaces (warned once per run); grant \
-                     create on events.k8s.io events (see manifests/), or set ECR_REFRESH_EVENTS=false"
-                );
-            }
+/// One run's Events: the failures' up to LIMIT, then the summary of the rest.
+pub struct Events {
+    client: Client,
+    enabled: bool,
+    /// The run's own namespace (the ServiceAccount's, or the kubeconfig context's), where the
+    /// summary goes: its operators look there, and the namespaces past the limit are theirs
+    /// to fix, not their owners'.
+    home: String,
+    secret: String,
+    instance: String,
+    /// Events claimed so far; a failure past LIMIT gets none.
+    claimed: AtomicUsize,
+    /// The failed namespaces past LIMIT.
+    unreported: Mutex<Vec<String>>,
+    /// Each kind of failure to write an Event is logged once per run, not once per namespace.
+    warned_forbidden: AtomicBool,
+    warned_other: AtomicBool,
+}
+
+impl Events {
+    /// `enabled` is ECR_REFRESH_EVENTS; `secret` the Secret the summary regards, in the run's
+    /// own namespace.
+    pub fn new(client: &Client, enabled: bool, secret: &str) -> Self {
+        Self {
+            client: client.clone(),
+            enabled,
+            home: client.default_namespace().to_owned(),
+            secret: secret.to_owned(),
+            instance: instance(),
+            claimed: AtomicUsize::new(0),
+            unreported: Mutex::new(Vec::new()),
+            warned_forbidden: AtomicBool::new(false),
+            warned_other: AtomicBool::new(false),
         }
-        Err(e) => {
-            if !WARNED_OTHER.swap(true, Ordering::Relaxed) {
-                warn!(
-                    namespace = failure.namespace,
-                    error = %e,
-                    "could not write the Event for a failed namespace (warned once per run); the \
-                     namespace's own log line says what failed"
-                );
-            }
+    }
+
+    /// Writes the failure's Warning Event, unless LIMIT were written this run.
+    pub async fn failed(&self, failure: Failure<'_>) {
+        if !self.enabled {
+            return;
+        }
+        if self.claimed.fetch_add(1, Ordering::Relaxed) >= LIMIT {
+            self.unreported
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(failure.namespace.to_owned());
+            return;
+        }
+        let event = event(&failure, SystemTime::now(), &self.instance);
+        self.create(failure.namespace, &event).await;
+    }
+
+    /// The summary of the failures past LIMIT, if there were any: one Event in the run's
+    /// own namespace, regarding the Secret there, that counts and names them.
+    pub async fn summarize(&self) {
+        let mut unreported = std::mem::take(
+            &mut *self
+                .unreported
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if unreported.is_empty() {
+            return;
+        }
+        unreported.sort();
+        warn!(
+            namespaces_without_event = unreported.len(),
+            events_limit = LIMIT,
+            namespace = %self.home,
+            "more namespaces failed than get an Event of their own; one summary Event counts the \
+             rest, and this log has a line for each"
+        );
+        let failure = Failure {
+            namespace: &self.home,
+            secret: &self.secret,
+            uid: None,
+            reason: MORE_FAILED,
+            note: summary_note(&unreported),
+        };
+        let event = event(&failure, SystemTime::now(), &self.instance);
+        if tokio::time::timeout(SUMMARY_TIMEOUT, self.create(&self.home, &event))
+            .await
+            .is_err()
+        {
+            self.warn_other(
+                &self.home,
+                &format!("no answer within {}s", SUMMARY_TIMEOUT.as_secs()),
+            );
         }
     }
+
+    async fn create(&self, namespace: &str, event: &Event) {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let params = PostParams::default();
+        match retry::send("create event", || api.create(&params, event)).await {
+            Ok(_) => debug!(
+                namespace,
+                reason = event.reason.as_deref().unwrap_or_default(),
+                "Warning Event written"
+            ),
+            Err(e) if e.code() == Some(403) => {
+                if !self.warned_forbidden.swap(true, Ordering::Relaxed) {
+                    warn!(
+                        namespace,
+                        error = %e,
+                        "not allowed to write Events for failed namespaces (warned once per run); grant \
+                         create on events.k8s.io events (see manifests/), or set ECR_REFRESH_EVENTS=false"
+                    );
+                }
+            }
+            Err(e) => self.warn_other(namespace, &e.to_string()),
+        }
+    }
+
+    fn warn_other(&self, namespace: &str, error: &str) {
+        if !self.warned_other.swap(true, Ordering::Relaxed) {
+            warn!(
+                namespace,
+                error,
+                "could not write the Event for a failed namespace (warned once per run); the \
+                 namespace's own log line says what failed"
+            );
+        }
+    }
+}
+
+/// What the summary says: how many, and as many of their names (in order) as fit the note.
+pub fn summary_note(unreported: &[String]) -> String {
+    let mut note = format!(
+        "{} more namespaces failed in this run and got no Event of their own (ecr-refresh writes \
+         at most {LIMIT} per run, so that a failure everywhere cannot flood etcd); the run's log \
+         has a line for each with its error:",
+        unreported.len()
+    );
+    const MORE: &str = " ...";
+    for (i, name) in unreported.iter().enumerate() {
+        let separator = if i == 0 { " " } else { ", " };
+        let last = i + 1 == unreported.len();
+        let room = if last { 0 } else { MORE.len() };
+        if note.len() + separator.len() + name.len() + room > NOTE_LIMIT {
+            note.push_str(MORE);
+            break;
+        }
+        note.push_str(separator);
+        note.push_str(name);
+    }
+    note
 }
 
 /// The pod's name (the kubelet sets HOSTNAME to it), else our name.
@@ -199,6 +324,22 @@ mod tests {
             json["regarding"],
             serde_json::json!({"apiVersion": "v1", "kind": "Secret", "name": "aws-ecr-token", "namespace": "team-a", "uid": "1234"})
         );
+    }
+
+    #[test]
+    fn the_summary_counts_every_namespace_and_names_as_many_as_fit_in_order() {
+        let few: Vec<String> = vec!["team-a".into(), "team-b".into()];
+        let note = summary_note(&few);
+        assert!(note.starts_with("2 more namespaces failed"), "{note}");
+        assert!(note.ends_with(": team-a, team-b"), "{note}");
+
+        let many: Vec<String> = (0..500).map(|i| format!("namespace-{i:03}")).collect();
+        let note = summary_note(&many);
+        assert!(note.len() <= NOTE_LIMIT, "{}", note.len());
+        assert!(note.starts_with("500 more namespaces failed"), "{note}");
+        assert!(note.contains(": namespace-000, namespace-001, "), "{note}");
+        assert!(note.ends_with(" ..."), "{note}");
+        assert!(!note.contains("namespace-499"), "{note}");
     }
 
     #[test]

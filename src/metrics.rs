@@ -26,7 +26,7 @@ use crate::logging::error_chain;
 use crate::report::{Outcome, Report, exit};
 
 /// The whole push, connect to answer. Well under the 10 s a refresh may lose to it.
-const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
+pub const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a run ended with, as the metrics need it.
 #[derive(Debug)]

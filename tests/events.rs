@@ -293,3 +293,139 @@ fn kubectl_get_events_shows_the_event_in_the_namespace() {
             .contains("type Opaque")
     );
 }
+
+/// Every namespace fails the same way (the shipped ClusterRole reads only `aws-ecr-token`,
+/// the run asks for another name), as a systemic failure does. The run's own namespace is
+/// `ecr-refresh`, as in the pod (the kubeconfig's context namespace stands in for the
+/// ServiceAccount's); it is not selected.
+fn everywhere_failing(count: usize) -> (Harness, Vec<String>, std::path::PathBuf) {
+    let rbac = format!(
+        "{}\n---\n{}",
+        manifest("manifests/clusterrole.yaml"),
+        manifest("manifests/clusterrolebinding.yaml")
+    );
+    let h = Harness::with(FakeCluster::builder().rbac_from_yaml(&rbac).start());
+    let names: Vec<String> = (0..count).map(|i| format!("team-{i:03}")).collect();
+    for name in &names {
+        h.cluster.add_namespace(name, &[]);
+    }
+    h.cluster.add_namespace("ecr-refresh", &[]);
+    let kubeconfig = h.dir.path().join("kubeconfig-in-ecr-refresh");
+    let text = h.cluster.kubeconfig();
+    assert!(text.contains("namespace: default"), "{text}");
+    std::fs::write(
+        &kubeconfig,
+        text.replace("namespace: default", "namespace: ecr-refresh"),
+    )
+    .expect("writing the kubeconfig");
+    (h, names, kubeconfig)
+}
+
+fn failing_env(kubeconfig: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("KUBECONFIG", kubeconfig.display().to_string()),
+        ("ECR_REFRESH_SECRET_NAME", "other-pull-secret".to_owned()),
+        ("ECR_REFRESH_EXCLUDE_NAMESPACES", "ecr-refresh".to_owned()),
+        ("HOSTNAME", POD.to_owned()),
+    ]
+}
+
+fn events_in(h: &Harness, namespaces: &[String]) -> usize {
+    namespaces.iter().map(|ns| h.cluster.events(ns).len()).sum()
+}
+
+#[test]
+fn hundreds_of_failing_namespaces_get_a_hundred_events_and_one_summary_per_run() {
+    let (h, names, kubeconfig) = everywhere_failing(250);
+    let env = failing_env(&kubeconfig);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+
+    let first = h.run(&env);
+
+    first.expect_code(1);
+    assert_eq!(first.summary()["failed"], 250);
+    assert_eq!(
+        events_in(&h, &names),
+        100,
+        "one per failed namespace, up to 100"
+    );
+    assert_eq!(
+        event_posts(&h).len(),
+        101,
+        "100 and the summary: no more requests"
+    );
+    let summary = only_event(&h, "ecr-refresh");
+    assert_eq!(summary["type"], "Warning");
+    assert_eq!(summary["reason"], "MoreNamespacesFailed");
+    assert_eq!(summary["reportingController"], "ecr-refresh");
+    assert_eq!(summary["reportingInstance"], POD);
+    assert_eq!(
+        summary["regarding"],
+        json!({"apiVersion": "v1", "kind": "Secret", "name": "other-pull-secret", "namespace": "ecr-refresh"})
+    );
+    let note = summary["note"].as_str().unwrap();
+    assert!(note.starts_with("150 more namespaces failed"), "{note}");
+    assert!(note.len() <= 1024, "{}", note.len());
+    // The ones it names are among those that got no Event, in name order.
+    let named: Vec<&str> = note
+        .split_once("error: ")
+        .expect("the names after the count")
+        .1
+        .trim_end_matches(" ...")
+        .split(", ")
+        .collect();
+    assert!(named.len() >= 10, "{note}");
+    assert!(named.windows(2).all(|w| w[0] < w[1]), "{note}");
+    for ns in &named {
+        assert!(
+            h.cluster.events(ns).is_empty(),
+            "{ns} has an Event and is named: {note}"
+        );
+    }
+    let warned: Vec<&Value> = first
+        .lines
+        .iter()
+        .filter(|l| l["namespaces_without_event"] == 150)
+        .collect();
+    assert_eq!(
+        warned.len(),
+        1,
+        "one warning counts them:\n{}",
+        first.stdout
+    );
+    assert_eq!(warned[0]["level"], "WARN");
+    assert_eq!(warned[0]["events_limit"], 100);
+
+    // A second run (the Job's retry, or the next run) adds as many again, not 250.
+    h.run(&env).expect_code(1);
+
+    assert_eq!(events_in(&h, &names), 200);
+    let summaries = h.cluster.events("ecr-refresh");
+    assert_eq!(summaries.len(), 2, "{summaries:?}");
+    assert!(
+        summaries
+            .iter()
+            .all(|e| e["reason"] == "MoreNamespacesFailed")
+    );
+    assert_eq!(event_posts(&h), vec![201; 202]);
+}
+
+#[test]
+fn a_hundred_failing_namespaces_get_an_event_each_and_no_summary() {
+    let (h, names, kubeconfig) = everywhere_failing(100);
+    let env = failing_env(&kubeconfig);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+
+    let run = h.run(&env);
+
+    run.expect_code(1);
+    for ns in &names {
+        assert_eq!(h.cluster.events(ns).len(), 1, "{ns}");
+    }
+    assert!(h.cluster.events("ecr-refresh").is_empty());
+    assert!(
+        !run.stdout.contains("namespaces_without_event"),
+        "{}",
+        run.stdout
+    );
+}

@@ -6,12 +6,22 @@
 //! code but not to the CronJob would never be seen by an operator. These tests scan the
 //! text for `ECR_REFRESH_[A-Z0-9_]+` by hand: no YAML parser is needed for that.
 //! The RBAC they grant is tested in rbac.rs.
+//!
+//! Rendered (`kubectl kustomize`, which must be on PATH): the CronJob's deadlines add up, and
+//! the monitoring component's release-label component labels the PrometheusRule.
+
+mod common;
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ecr_refresh::config::VARIABLES;
+use std::time::Duration;
+
+use ecr_refresh::config::{Config, VARIABLES};
+use serde_json::Value;
+
+use common::manifests::{copy, documents as objects, kustomize, render};
 
 const PREFIX: &str = "ECR_REFRESH_";
 
@@ -153,4 +163,174 @@ fn the_scan_finds_whole_variable_names_only() {
     let yaml = "env:\n  # - name: ECR_REFRESH_A\n  - name: ECR_REFRESH_B\n  - name: \"RUST_LOG\"\n";
     let names: Vec<_> = env_names_in(yaml).into_iter().collect();
     assert_eq!(names, ["ECR_REFRESH_B", "RUST_LOG"]);
+}
+
+/// What a pod needs before the run's clock starts, per try: scheduling, pulling the image
+/// onto a node that lacks it, the container starting, the credential chain.
+const START_UP: Duration = Duration::from_secs(45);
+/// The Job controller's backoff before its first retry; it doubles for each further one.
+const FIRST_BACKOFF: Duration = Duration::from_secs(10);
+/// ... and stops doubling here.
+const MAX_BACKOFF: Duration = Duration::from_secs(360);
+
+fn seconds(v: &Value, what: &str) -> Duration {
+    Duration::from_secs(
+        v.as_u64()
+            .unwrap_or_else(|| panic!("{what}: not a whole number of seconds: {v}")),
+    )
+}
+
+/// The time between runs of a `*/N * * * *` schedule.
+fn interval(schedule: &str) -> Duration {
+    let fields: Vec<&str> = schedule.split_whitespace().collect();
+    let minutes = match fields.as_slice() {
+        [minute, "*", "*", "*", "*"] => minute.strip_prefix("*/").and_then(|n| n.parse().ok()),
+        _ => None,
+    };
+    let minutes: u64 = minutes.unwrap_or_else(|| {
+        panic!("schedule {schedule:?}: this test reads only \"*/N * * * *\"; teach it yours")
+    });
+    Duration::from_secs(minutes * 60)
+}
+
+#[test]
+fn both_tries_of_a_job_fit_its_deadline_and_end_before_the_next_run() {
+    for variant in ["", "namespaced"] {
+        let rendered = render(variant, false);
+        let cronjob = objects(&rendered)
+            .into_iter()
+            .find(|d| d["kind"] == "CronJob")
+            .expect("a CronJob");
+        let job = &cronjob["spec"]["jobTemplate"]["spec"];
+        let pod = &job["template"]["spec"];
+        let container = pod["containers"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "ecr-refresh"))
+            .expect("the ecr-refresh container");
+        let env = container["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .filter_map(|e| {
+                Some((
+                    e["name"].as_str()?.to_owned(),
+                    e["value"].as_str()?.to_owned(),
+                ))
+            });
+        let config = Config::from_vars(env).expect("the CronJob's variables parse");
+
+        // Kubernetes' defaults where a field is left out.
+        let backoff_limit = job["backoffLimit"].as_u64().unwrap_or(6);
+        let termination_grace = match &pod["terminationGracePeriodSeconds"] {
+            Value::Null => Duration::from_secs(30),
+            v => seconds(v, "terminationGracePeriodSeconds"),
+        };
+        let deadline = seconds(&job["activeDeadlineSeconds"], "activeDeadlineSeconds");
+
+        // A try stops starting work at the timeout; then writes in flight get the grace, the
+        // summary Event and the metrics push their timeouts.
+        let stopping = ecr_refresh::run::SHUTDOWN_GRACE
+            + ecr_refresh::events::SUMMARY_TIMEOUT
+            + ecr_refresh::metrics::PUSH_TIMEOUT;
+        let tries = backoff_limit as u32 + 1;
+        let backoffs: Duration = (0..backoff_limit as u32)
+            .map(|retry| (FIRST_BACKOFF * 2u32.pow(retry.min(16))).min(MAX_BACKOFF))
+            .sum();
+        let needed = (config.timeout + stopping + START_UP) * tries + backoffs;
+        assert!(
+            needed <= deadline,
+            "manifests/{variant}: {tries} tries x (ECR_REFRESH_TIMEOUT {}s + stopping {}s + \
+             start-up {}s) + backoff {}s = {}s, over activeDeadlineSeconds {}s: the deadline \
+             would cut the last try short",
+            config.timeout.as_secs(),
+            stopping.as_secs(),
+            START_UP.as_secs(),
+            backoffs.as_secs(),
+            needed.as_secs(),
+            deadline.as_secs()
+        );
+        // SIGTERM (a drain, or the deadline) leaves the pod its grace period: the run's own
+        // stop must fit in it, or SIGKILL cuts the summary and the push.
+        assert!(
+            stopping <= termination_grace,
+            "manifests/{variant}: stopping takes {}s, terminationGracePeriodSeconds is {}s",
+            stopping.as_secs(),
+            termination_grace.as_secs()
+        );
+        // With concurrencyPolicy Forbid a Job still running skips the next run.
+        let every = interval(cronjob["spec"]["schedule"].as_str().expect("a schedule"));
+        assert!(
+            deadline + termination_grace <= every,
+            "manifests/{variant}: a Job may last {}s (deadline and the pod's grace), runs \
+             come every {}s",
+            (deadline + termination_grace).as_secs(),
+            every.as_secs()
+        );
+    }
+}
+
+#[test]
+fn the_schedule_reader_reads_only_what_it_understands() {
+    assert_eq!(interval("*/10 * * * *"), Duration::from_secs(600));
+    assert!(std::panic::catch_unwind(|| interval("0 * * * *")).is_err());
+}
+
+/// The PrometheusRule the monitoring component renders on top of manifests/, with these
+/// components of it.
+fn prometheus_rule(extra_components: &[&str]) -> Value {
+    let copy = copy();
+    let overlay = copy.path().join("overlay");
+    fs::create_dir_all(&overlay).expect("an overlay directory");
+    let mut components = vec!["../manifests/components/monitoring".to_owned()];
+    components.extend(
+        extra_components
+            .iter()
+            .map(|c| format!("../manifests/components/monitoring/{c}")),
+    );
+    fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources: [\"../manifests\"]\ncomponents: {components:?}\n"
+        ),
+    )
+    .expect("writing the overlay");
+    let rules: Vec<Value> = objects(&kustomize(&overlay))
+        .into_iter()
+        .filter(|d| d["kind"] == "PrometheusRule")
+        .collect();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    rules.into_iter().next().expect("one rule")
+}
+
+#[test]
+fn the_release_label_component_labels_the_rule_for_kube_prometheus_stack() {
+    let plain = prometheus_rule(&[]);
+    assert!(
+        plain["metadata"]["labels"]["release"].is_null(),
+        "without it the rule has no release label: {}",
+        plain["metadata"]
+    );
+
+    let labelled = prometheus_rule(&["release-label"]);
+
+    assert_eq!(
+        labelled["metadata"]["labels"]["release"], "kube-prometheus-stack",
+        "{}",
+        labelled["metadata"]
+    );
+    assert_eq!(labelled["metadata"]["name"], "ecr-refresh");
+    assert_eq!(labelled["metadata"]["namespace"], "ecr-refresh");
+    // The same rule, groups and all: the patch touches the labels only.
+    assert_eq!(labelled["spec"], plain["spec"]);
+    let groups: Vec<&str> = labelled["spec"]["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    assert_eq!(
+        groups,
+        ["ecr-refresh-pushgateway", "ecr-refresh-kube-state-metrics"]
+    );
 }

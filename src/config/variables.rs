@@ -96,7 +96,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "ECR_REFRESH_EVENTS",
         default: "true",
-        meaning: "true: a Warning Event (events.k8s.io/v1) in each namespace that failed, regarding its Secret",
+        meaning: "true: a Warning Event (events.k8s.io/v1) in each namespace that failed, regarding its Secret; at most 100 per run, then one in the run's own namespace that counts the rest",
     },
 ];
 

@@ -116,6 +116,7 @@ struct Shared<'a> {
     policy: Policy<'a>,
     tokens: &'a Tokens<'a>,
     stop: &'a Stop,
+    events: &'a events::Events,
 }
 
 /// The cluster and the first namespace page, then every namespace.
@@ -138,6 +139,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
     } else {
         Registries::Configured(&config.registries)
     };
+    let events = events::Events::new(&prepared.client, config.events, config.secret_name.as_str());
     let shared = Shared {
         config,
         client: &prepared.client,
@@ -147,10 +149,12 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         },
         tokens: &tokens,
         stop: &stop,
+        events: &events,
     };
-    let report = refresh_all(&shared, prepared.pages, prepared.first)
-        .await
-        .map_err(Unavailable::Tokens)?;
+    let report = refresh_all(&shared, prepared.pages, prepared.first).await;
+    // Failures past the Events' limit are counted, even if the tokens then failed the run.
+    events.summarize().await;
+    let report = report.map_err(Unavailable::Tokens)?;
     // No token fetched (nothing was due): no registries or expiry to report.
     let summary = tokens
         .fetched()
@@ -378,7 +382,7 @@ async fn write_namespace(shared: &Shared<'_>, namespace: &str) -> Result<Done, A
                 reason: events::reason(&e),
                 note: format!("ecr-refresh could not refresh image-pull Secret {secret}: {e}"),
             };
-            events::failed(shared.client, config.events, failure).await;
+            shared.events.failed(failure).await;
             return Ok(Done::failed(namespace.to_owned()));
         }
     };
@@ -422,7 +426,7 @@ async fn write_namespace(shared: &Shared<'_>, namespace: &str) -> Result<Done, A
                 account_errors.join("; ")
             ),
         };
-        events::failed(shared.client, config.events, failure).await;
+        shared.events.failed(failure).await;
     }
     Ok(Done {
         namespace: namespace.to_owned(),
