@@ -6,6 +6,8 @@ use std::ffi::OsString;
 use std::fmt::Write as _;
 
 use crate::config::VARIABLES;
+use crate::partition::{self, Partitions};
+use crate::registry;
 
 /// What the command line asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +119,7 @@ Environment (an ECR_REFRESH_* variable not listed here is refused):
             v.name, v.default, v.meaning
         );
     }
+    text.push_str(&partitions_help(Partitions::sdk()));
     text.push_str("\nAlso read:\n");
     for (names, meaning) in OTHER_VARIABLES {
         let _ = writeln!(text, "  {names}\n      {meaning}");
@@ -130,6 +133,26 @@ Exit codes:
   3  no token, login refused, or the cluster unreachable or refusing: nothing was written
 ",
     );
+    text
+}
+
+/// The registry hosts of each partition, from the partition data the registries are parsed with.
+fn partitions_help(partitions: &Partitions) -> String {
+    let mut text = format!(
+        "\nRegistry hosts by partition (the AWS SDK's partition data, from {}):\n",
+        partition::SOURCE
+    );
+    for forms in registry::host_forms(partitions) {
+        let dual_stack = forms
+            .dual_stack_host
+            .map(|h| format!("dual-stack {h}"))
+            .unwrap_or_else(|| "no dual-stack hosts".to_owned());
+        let _ = writeln!(
+            text,
+            "  {} (e.g. {})\n      {}; {dual_stack}",
+            forms.partition, forms.region, forms.host
+        );
+    }
     text
 }
 
@@ -176,6 +199,28 @@ mod tests {
             );
             assert!(help.contains(&line), "{} missing:\n{help}", v.name);
         }
+    }
+
+    #[test]
+    fn help_lists_every_partitions_registry_hosts() {
+        let help = help();
+        for forms in registry::host_forms(Partitions::sdk()) {
+            let line = format!(
+                "  {} (e.g. {})\n      {}; dual-stack {}\n",
+                forms.partition,
+                forms.region,
+                forms.host,
+                forms.dual_stack_host.as_deref().unwrap_or_default()
+            );
+            assert!(help.contains(&line), "{} missing:\n{help}", forms.partition);
+        }
+        let none = partitions_help(&crate::partition::with_new_partition(false, false));
+        assert!(
+            none.contains(
+                "  aws-new (e.g. nw-north-1)\n      <account>.dkr.ecr.<region>.amazonaws.new; no dual-stack hosts\n"
+            ),
+            "{none}"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use secrecy::SecretString;
 use tracing::{debug, warn};
 
 use crate::docker_config::Credential;
-use crate::registry::{PUBLIC_REGION, RegistryHost};
+use crate::registry::{NoDualStack, PUBLIC_REGION, RegistryHost};
 
 /// How long one GetAuthorizationToken may take, retries included.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -139,6 +139,8 @@ pub enum EcrError {
     Empty { api: TokenApi },
     #[error("the token from {api} does not decode to AWS:<password>")]
     Malformed { api: TokenApi },
+    #[error("ECR_REFRESH_DUAL_STACK=true, but {0}")]
+    NoDualStack(#[from] NoDualStack),
     #[error(
         "ECR returned proxyEndpoint {endpoint:?} in {region}, which is not an ECR registry host: {reason}"
     )]
@@ -173,7 +175,7 @@ pub async fn fetch(
                 endpoint: endpoint.clone(),
                 reason,
             })?;
-        token.registries = with_twins(vec![registry], dual_stack);
+        token.registries = with_twins(vec![registry], dual_stack)?;
         return Ok(Tokens(vec![token]));
     }
     // One group per token, in the order the registries were configured: a region's private
@@ -200,24 +202,33 @@ pub async fn fetch(
             }
             None => get_public_token(sdk).await?,
         };
-        token.registries = with_twins(hosts, dual_stack);
+        token.registries = with_twins(hosts, dual_stack)?;
         tokens.push(token);
     }
     Ok(Tokens(tokens))
 }
 
-/// Each host followed by its dual-stack twin (with `dual_stack`), each once.
-fn with_twins(hosts: Vec<RegistryHost>, dual_stack: bool) -> Vec<RegistryHost> {
+/// Each host followed by its dual-stack twin (with `dual_stack`), each once. A host whose
+/// partition has no dual-stack hosts is an error: configured ones are refused when the
+/// configuration is read, so this is the caller's own registry, known once ECR names it.
+fn with_twins(
+    hosts: Vec<RegistryHost>,
+    dual_stack: bool,
+) -> Result<Vec<RegistryHost>, NoDualStack> {
     let mut out: Vec<RegistryHost> = Vec::with_capacity(hosts.len() * 2);
     for host in hosts {
-        let twin = dual_stack.then(|| host.dual_stack_twin()).flatten();
+        let twin = if dual_stack {
+            host.dual_stack_twin()?
+        } else {
+            None
+        };
         for h in std::iter::once(host).chain(twin) {
             if !out.contains(&h) {
                 out.push(h);
             }
         }
     }
-    out
+    Ok(out)
 }
 
 async fn get_token(
@@ -349,10 +360,26 @@ mod tests {
         let twin = "123456789012.dkr-ecr.us-east-1.on.aws";
         let configured = hosts(&[ipv4, twin, "public.ecr.aws"]);
         assert_eq!(
-            with_twins(configured.clone(), true),
+            with_twins(configured.clone(), true).unwrap(),
             hosts(&[ipv4, twin, "public.ecr.aws", "ecr-public.aws.com"])
         );
-        assert_eq!(with_twins(configured.clone(), false), configured);
+        assert_eq!(with_twins(configured.clone(), false).unwrap(), configured);
+    }
+
+    #[test]
+    fn dual_stack_is_refused_for_a_registry_whose_partition_has_none() {
+        let partitions = crate::partition::with_new_partition(true, false);
+        let own =
+            RegistryHost::parse_in("123456789012.dkr.ecr.nw-north-1.amazonaws.new", &partitions)
+                .unwrap();
+        let err = with_twins(vec![own.clone()], true).unwrap_err();
+        assert_eq!(err.partition, "aws-new");
+        let message = EcrError::from(err).to_string();
+        assert!(
+            message.starts_with("ECR_REFRESH_DUAL_STACK=true, but the registry 123456789012.dkr.ecr.nw-north-1.amazonaws.new is in partition aws-new"),
+            "{message}"
+        );
+        assert_eq!(with_twins(vec![own.clone()], false).unwrap(), [own]);
     }
 
     #[test]

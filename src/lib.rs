@@ -14,6 +14,7 @@ pub mod login;
 pub mod metrics;
 pub mod names;
 pub mod namespaces;
+pub mod partition;
 pub mod pull_secret;
 pub mod registry;
 pub mod report;

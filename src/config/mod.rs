@@ -185,9 +185,15 @@ impl Config {
                     .map_err(|accepted| invalid("ECR_REFRESH_REGISTRIES", &v, accepted))?,
             ),
         };
-        let dual_stack = parse_or("ECR_REFRESH_DUAL_STACK", raw.dual_stack, parse_bool, || {
-            false
-        })?;
+        let dual_stack = parse_or(
+            "ECR_REFRESH_DUAL_STACK",
+            raw.dual_stack.clone(),
+            parse_bool,
+            || false,
+        )?;
+        if dual_stack {
+            every_twin_exists(&registries, raw.dual_stack.as_deref().unwrap_or_default())?;
+        }
         let dry_run = parse_or("ECR_REFRESH_DRY_RUN", raw.dry_run, parse_bool, || false)?;
         let concurrency = parse_or(
             "ECR_REFRESH_CONCURRENCY",
@@ -273,6 +279,19 @@ impl Config {
             events,
             renew_before,
         })
+    }
+}
+
+/// With ECR_REFRESH_DUAL_STACK=true: every registry configured has a dual-stack host, which
+/// a registry in a partition without dual-stack endpoints has not.
+fn every_twin_exists(registries: &[RegistryHost], value: &str) -> Result<(), ConfigError> {
+    match registries.iter().find_map(|r| r.dual_stack_twin().err()) {
+        Some(e) => Err(invalid(
+            "ECR_REFRESH_DUAL_STACK",
+            value,
+            format!("cannot be true here: {e}"),
+        )),
+        None => Ok(()),
     }
 }
 

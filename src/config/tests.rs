@@ -214,3 +214,25 @@ fn registries_are_deduplicated_in_order() {
         ]
     );
 }
+
+#[test]
+fn dual_stack_is_refused_for_a_registry_whose_partition_has_no_dual_stack_hosts() {
+    let partitions = crate::partition::with_new_partition(true, false);
+    let host = |h: &str| RegistryHost::parse_in(h, &partitions).unwrap();
+    let with_twin = host("123456789012.dkr.ecr.us-east-1.amazonaws.com");
+    let without = host("123456789012.dkr.ecr.nw-north-1.amazonaws.new");
+    assert_eq!(
+        every_twin_exists(std::slice::from_ref(&with_twin), "true"),
+        Ok(())
+    );
+    let err = every_twin_exists(&[with_twin, without], "true")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(
+            "ECR_REFRESH_DUAL_STACK=\"true\" is invalid: cannot be true here: the registry \
+             123456789012.dkr.ecr.nw-north-1.amazonaws.new is in partition aws-new"
+        ),
+        "{err}"
+    );
+}

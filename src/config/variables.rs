@@ -36,7 +36,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "ECR_REFRESH_REGISTRIES",
         default: "the caller's own registry in AWS_REGION",
-        meaning: "comma-separated registry hosts: <account>.dkr.ecr.<region>.amazonaws.com, its FIPS, China and dual-stack forms, public.ecr.aws",
+        meaning: "comma-separated registry hosts: <account>.dkr.ecr[-fips].<region>.<suffix>, the dual-stack <account>.dkr-ecr[-fips].<region>.<suffix>, with the suffixes of the region's partition (below), public.ecr.aws, ecr-public.aws.com",
     },
     Variable {
         name: "ECR_REFRESH_DUAL_STACK",

@@ -155,8 +155,8 @@ pub struct FakeEcr {
 impl FakeEcr {
     /// Caller account 123456789012; every region answers with password
     /// `pw-<region>-<n>` (n counts calls), expiring 12 hours from now, and proxyEndpoint
-    /// `https://<account>.dkr.ecr.<region>.amazonaws.com` (account: the first registryId,
-    /// or the caller's).
+    /// `https://<account>.dkr.ecr.<region>.<partition's suffix>` (account: the first
+    /// registryId, or the caller's; see [`default_proxy_endpoint`]).
     ///
     /// n counts the GetAuthorizationToken calls made in that region so far, this one
     /// included and faulted ones too (a call that succeeds after one throttled attempt
@@ -434,10 +434,24 @@ fn public_token(state: &Shared, region: String) -> Response {
     )
 }
 
-/// `https://<account>.dkr.ecr.<region>.amazonaws.com`, with `.cn` for the China regions.
+/// `https://<account>.dkr.ecr.<region>.<suffix>`, the suffix of the region's partition. Written
+/// out here, apart from ecr-refresh's partition data, so that the fake checks that data rather
+/// than repeating it. The suffixes are those of ECR's endpoint test cases in aws-sdk-ecr
+/// (src/config/endpoint.rs: `api.ecr.eusc-de-east-1.amazonaws.eu`, `api.ecr.us-iso-east-1.c2s.ic.gov`...)
+/// and of kubernetes/cloud-provider-aws's ecr-credential-provider host pattern.
 pub fn default_proxy_endpoint(account: &str, region: &str) -> String {
-    let suffix = if region.starts_with("cn-") { ".cn" } else { "" };
-    format!("https://{account}.dkr.ecr.{region}.amazonaws.com{suffix}")
+    let suffix = [
+        ("cn-", "amazonaws.com.cn"),
+        ("eusc-", "amazonaws.eu"),
+        ("us-isob-", "sc2s.sgov.gov"),
+        ("us-isof-", "csp.hci.ic.gov"),
+        ("us-iso-", "c2s.ic.gov"),
+        ("eu-isoe-", "cloud.adc-e.uk"),
+    ]
+    .into_iter()
+    .find(|(prefix, _)| region.starts_with(prefix))
+    .map_or("amazonaws.com", |(_, suffix)| suffix);
+    format!("https://{account}.dkr.ecr.{region}.{suffix}")
 }
 
 /// The region in a SigV4 `Authorization` header's credential scope
