@@ -43,7 +43,8 @@ fn pod(h: &Harness, ns: &str, name: &str, image: &str, owner: Option<&str>) -> V
             "uid": "0b6e4c7a-0000-4000-8000-000000000001", "controller": true
         }]);
     }
-    h.cluster.seed(Resource::Pods, body, "kube-controller-manager")
+    h.cluster
+        .seed(Resource::Pods, body, "kube-controller-manager")
 }
 
 /// The kubelet's status of a container that cannot pull its image.
@@ -109,7 +110,13 @@ fn a_healthy_namespace_is_ok_and_the_check_exits_0() {
     let h = Harness::new();
     refreshed(&h, &["team-a"], &[]);
     wire_default(&h, "team-a");
-    pod(&h, "team-a", "web-1", &format!("{REGISTRY}/web:1"), Some("web-5d8f"));
+    pod(
+        &h,
+        "team-a",
+        "web-1",
+        &format!("{REGISTRY}/web:1"),
+        Some("web-5d8f"),
+    );
     let before = h.cluster.requests().len();
 
     let run = check(&h, &[]);
@@ -125,8 +132,16 @@ fn a_healthy_namespace_is_ok_and_the_check_exits_0() {
     assert_eq!(message["mode"], "check");
     assert_eq!(message["exit_code"], 0);
     assert_eq!(message["ok"], 1);
-    assert!(h.cluster.requests()[before..].iter().all(|r| r.method == "GET"));
-    assert!(h.ecr.calls().len() == 1, "the check asks ECR for no token: {:?}", h.ecr.calls());
+    assert!(
+        h.cluster.requests()[before..]
+            .iter()
+            .all(|r| r.method == "GET")
+    );
+    assert!(
+        h.ecr.calls().len() == 1,
+        "the check asks ECR for no token: {:?}",
+        h.ecr.calls()
+    );
 }
 
 #[test]
@@ -197,7 +212,10 @@ fn an_expired_secret_is_reported_expired_and_one_inside_renew_before_as_expiring
         let mut secret = h.secret(ns).expect("written");
         secret["metadata"]["annotations"]["ecr-refresh/token-expires-at"] =
             json!(humantime::format_rfc3339_seconds(at).to_string());
-        secret["metadata"].as_object_mut().unwrap().remove("managedFields");
+        secret["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("managedFields");
         h.cluster.seed(Resource::Secrets, secret, "ecr-refresh");
     };
     set_expiry("team-a", SystemTime::now() - Duration::from_secs(3600));
@@ -224,9 +242,12 @@ fn a_host_without_an_entry_is_reported_and_with_dual_stack_on_its_twin_too() {
     let run = check(&h, &env);
 
     run.expect_code(1);
-    assert_eq!(findings(&run, "team-a"), format!(
-        "no entry for registry {OTHER}; no entry for registry {TWIN}; no entry for registry 210987654321.dkr-ecr.eu-west-1.on.aws"
-    ));
+    assert_eq!(
+        findings(&run, "team-a"),
+        format!(
+            "no entry for registry {OTHER}; no entry for registry {TWIN}; no entry for registry 210987654321.dkr-ecr.eu-west-1.on.aws"
+        )
+    );
 }
 
 #[test]
@@ -267,8 +288,14 @@ fn a_pod_on_a_registry_we_do_not_manage_is_reported_not_covered_naming_the_host(
 
     run.expect_code(1);
     let text = findings(&run, "team-a");
-    assert!(text.contains(&format!("ECR registry not covered: {OTHER}")), "{text}");
-    assert!(text.contains("ECR registry not covered: public.ecr.aws"), "{text}");
+    assert!(
+        text.contains(&format!("ECR registry not covered: {OTHER}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("ECR registry not covered: public.ecr.aws"),
+        "{text}"
+    );
     assert!(!text.contains("docker.io"), "not an ECR host: {text}");
     assert_eq!(run.line("team-a")["ecr_pods"], 2);
 }
@@ -279,7 +306,13 @@ fn pods_whose_service_account_does_not_list_the_secret_are_not_wired_once_per_co
     refreshed(&h, &["team-a"], &[]);
     let image = format!("{REGISTRY}/web:1");
     for i in 0..3 {
-        pod(&h, "team-a", &format!("web-5d8f-{i}"), &image, Some("web-5d8f"));
+        pod(
+            &h,
+            "team-a",
+            &format!("web-5d8f-{i}"),
+            &image,
+            Some("web-5d8f"),
+        );
     }
     // A pod that lists the Secret itself is wired, whatever its ServiceAccount says.
     let mut direct = json!({
@@ -362,7 +395,10 @@ fn a_pod_in_image_pull_back_off_is_explained_by_the_findings_or_none_of_the_abov
         .map(|r| r.query)
         .collect();
     assert!(
-        lists.iter().all(|q| q.contains("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed")),
+        lists
+            .iter()
+            .all(|q| q
+                .contains("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed")),
         "{lists:?}"
     );
 }
@@ -431,7 +467,10 @@ fn configuration_errors_and_stray_arguments_exit_2_before_any_request() {
         .output()
         .expect("runs");
     assert_eq!(stray.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&stray.stderr).contains("unexpected argument \"team-a\" after check"));
+    assert!(
+        String::from_utf8_lossy(&stray.stderr)
+            .contains("unexpected argument \"team-a\" after check")
+    );
     assert!(h.cluster.requests().is_empty());
 }
 
@@ -440,7 +479,11 @@ fn rbac_harness(component: Option<&str>) -> Harness {
     let rendered = render_component("", component);
     let docs: Vec<Value> = documents(&rendered)
         .into_iter()
-        .filter(|d| ["ClusterRole", "ClusterRoleBinding"].iter().any(|k| d["kind"] == *k))
+        .filter(|d| {
+            ["ClusterRole", "ClusterRoleBinding"]
+                .iter()
+                .any(|k| d["kind"] == *k)
+        })
         .collect();
     Harness::with(FakeCluster::builder().rbac_from_yaml(&yaml(&docs)).start())
 }
@@ -491,7 +534,10 @@ fn a_check_without_pod_rights_checks_the_secrets_and_says_once_that_pods_were_no
         .filter(|r| r.status == 403)
         .map(|r| r.path)
         .collect();
-    assert!(refused.is_empty(), "refused with the component: {refused:?}");
+    assert!(
+        refused.is_empty(),
+        "refused with the component: {refused:?}"
+    );
     no_writes(&h, 0);
 }
 
@@ -522,7 +568,10 @@ fn a_thousand_namespaces_with_ten_pods_each_are_checked_within_twice_the_request
     // Secret, one page of pods and the pods' ServiceAccount `default` (not wired here).
     let needed = 1 + 2 + 1000 * 3;
     eprintln!("1,000 namespaces x 10 pods: {sent} requests, {needed} needed");
-    assert!(sent <= 2 * needed, "{sent} requests, more than twice {needed}");
+    assert!(
+        sent <= 2 * needed,
+        "{sent} requests, more than twice {needed}"
+    );
     assert_eq!(run.summary()["with_findings"], 1000);
     let line = run.line("team-0999");
     assert!(
@@ -564,7 +613,12 @@ fn a_login_the_registry_refuses_is_reported_with_its_answer_and_the_token_is_nev
     let run = h.checked(output);
 
     run.expect_code(1);
-    assert_eq!(kinds(&run, "team-a"), ["pull-stuck", "login-refused"], "{}", run.stdout);
+    assert_eq!(
+        kinds(&run, "team-a"),
+        ["pull-stuck", "login-refused"],
+        "{}",
+        run.stdout
+    );
     let text = findings(&run, "team-a");
     assert!(
         text.contains(&format!(

@@ -22,19 +22,44 @@ pub enum Finding {
     WrongType(String),
     Unreadable(String),
     Expired(String),
-    ExpiresSoon { expires_at: String, renew_before: String },
+    ExpiresSoon {
+        expires_at: String,
+        renew_before: String,
+    },
     /// A host we manage (or its dual-stack twin) with no entry in the Secret.
     NoEntry(String),
     /// Pods use an ECR host that is not one we manage.
-    NotCovered { host: String, pods: Group, hint: String },
+    NotCovered {
+        host: String,
+        pods: Group,
+        hint: String,
+    },
     /// Pods that reference the Secret neither directly nor through their ServiceAccount.
-    NotWired { pods: Group, service_account: String, why: String },
+    NotWired {
+        pods: Group,
+        service_account: String,
+        why: String,
+    },
     /// Pods stuck pulling an ECR image, and which findings explain it.
-    PullStuck { pods: Group, reason: String, image: String, explained_by: String },
+    PullStuck {
+        pods: Group,
+        reason: String,
+        image: String,
+        explained_by: String,
+    },
     /// The registry refused the stored credentials for an image.
-    LoginRefused { host: String, image: String, status: u16, answer: String },
+    LoginRefused {
+        host: String,
+        image: String,
+        status: u16,
+        answer: String,
+    },
     /// The login could not be tried to its end (unreachable, unexpected answer).
-    LoginFailed { host: String, image: String, error: String },
+    LoginFailed {
+        host: String,
+        image: String,
+        error: String,
+    },
     /// A request the check needed failed: nothing can be said about this part.
     CheckFailed(String),
 }
@@ -243,8 +268,10 @@ mod tests {
             )]));
         }
         if let Some(e) = expires {
-            s.metadata.annotations =
-                Some(BTreeMap::from([(EXPIRES_ANNOTATION.to_owned(), e.to_owned())]));
+            s.metadata.annotations = Some(BTreeMap::from([(
+                EXPIRES_ANNOTATION.to_owned(),
+                e.to_owned(),
+            )]));
         }
         s
     }
@@ -261,32 +288,60 @@ mod tests {
         let hour = Duration::from_secs(3600);
         let cases: Vec<(Option<Secret>, Duration, Vec<&str>)> = vec![
             (None, hour, vec!["secret-missing"]),
-            (Some(secret("Opaque", Some(&entry), None)), hour, vec!["wrong-type"]),
-            (Some(secret(SECRET_TYPE, Some("{"), None)), hour, vec!["unreadable"]),
-            (Some(secret(SECRET_TYPE, None, None)), hour, vec!["unreadable"]),
+            (
+                Some(secret("Opaque", Some(&entry), None)),
+                hour,
+                vec!["wrong-type"],
+            ),
+            (
+                Some(secret(SECRET_TYPE, Some("{"), None)),
+                hour,
+                vec!["unreadable"],
+            ),
+            (
+                Some(secret(SECRET_TYPE, None, None)),
+                hour,
+                vec!["unreadable"],
+            ),
             (
                 Some(secret(SECRET_TYPE, Some(r#"{"auths":{}}"#), None)),
                 hour,
                 vec!["no-entry"],
             ),
             (
-                Some(secret(SECRET_TYPE, Some(&entry), Some("2030-01-01T11:00:00Z"))),
+                Some(secret(
+                    SECRET_TYPE,
+                    Some(&entry),
+                    Some("2030-01-01T11:00:00Z"),
+                )),
                 hour,
                 vec!["expired"],
             ),
             (
-                Some(secret(SECRET_TYPE, Some(&entry), Some("2030-01-01T12:30:00Z"))),
+                Some(secret(
+                    SECRET_TYPE,
+                    Some(&entry),
+                    Some("2030-01-01T12:30:00Z"),
+                )),
                 hour,
                 vec!["expires-soon"],
             ),
             // RENEW_BEFORE of a whole token life: only expiry counts.
             (
-                Some(secret(SECRET_TYPE, Some(&entry), Some("2030-01-01T12:30:00Z"))),
+                Some(secret(
+                    SECRET_TYPE,
+                    Some(&entry),
+                    Some("2030-01-01T12:30:00Z"),
+                )),
                 TOKEN_LIFE,
                 vec![],
             ),
             (
-                Some(secret(SECRET_TYPE, Some(&entry), Some("2030-01-01T20:00:00Z"))),
+                Some(secret(
+                    SECRET_TYPE,
+                    Some(&entry),
+                    Some("2030-01-01T20:00:00Z"),
+                )),
                 hour,
                 vec![],
             ),

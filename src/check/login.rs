@@ -85,11 +85,16 @@ fn manifest_path(image: &str, host: &str) -> (String, String) {
     }
 }
 
+/// A login's result (None: the manifest could be read), filled once.
+type Outcome = Arc<OnceCell<Option<Finding>>>;
+/// A registry host and the SHA-256 of the credentials tried there.
+type LoginKey = (String, [u8; 32]);
+
 /// Login results shared by every namespace of a run.
 pub struct Logins {
     client: Result<Client, String>,
     /// Each (host, digest of the credentials)'s result, tried once.
-    results: Mutex<HashMap<(String, [u8; 32]), Arc<OnceCell<Option<Finding>>>>>,
+    results: Mutex<HashMap<LoginKey, Outcome>>,
 }
 
 impl Default for Logins {
@@ -162,8 +167,10 @@ async fn head_manifest(
     credentials: &Credentials,
 ) -> Result<(), Finding> {
     let (repository, reference) = manifest_path(image, host);
-    let url = Url::parse(&format!("https://{host}/v2/{repository}/manifests/{reference}"))
-        .map_err(|e| failed(host, image, format!("not a URL: {e}")))?;
+    let url = Url::parse(&format!(
+        "https://{host}/v2/{repository}/manifests/{reference}"
+    ))
+    .map_err(|e| failed(host, image, format!("not a URL: {e}")))?;
     let unreachable = |e: reqwest::Error| {
         failed(
             host,
@@ -281,7 +288,9 @@ async fn bearer_token(
         return Err(failed(
             host,
             image,
-            format!("realm {realm} is neither https nor the registry itself; no credentials were sent there"),
+            format!(
+                "realm {realm} is neither https nor the registry itself; no credentials were sent there"
+            ),
         ));
     }
     {
@@ -300,7 +309,13 @@ async fn bearer_token(
         )
         .send()
         .await
-        .map_err(|e| failed(host, image, format!("token service {realm}: {}", error_chain(&e))))?;
+        .map_err(|e| {
+            failed(
+                host,
+                image,
+                format!("token service {realm}: {}", error_chain(&e)),
+            )
+        })?;
     let status = response.status().as_u16();
     if status != 200 {
         return Err(Finding::LoginRefused {
@@ -315,7 +330,13 @@ async fn bearer_token(
         token: Option<String>,
         access_token: Option<String>,
     }
-    let no_token = || failed(host, image, format!("the token service {realm} answered no JSON token"));
+    let no_token = || {
+        failed(
+            host,
+            image,
+            format!("the token service {realm} answered no JSON token"),
+        )
+    };
     let body = response.bytes().await.map_err(|_| no_token())?;
     let parsed: TokenResponse = serde_json::from_slice(&body).map_err(|_| no_token())?;
     parsed
@@ -323,7 +344,13 @@ async fn bearer_token(
         .or(parsed.access_token)
         .filter(|t| !t.is_empty())
         .map(SecretString::from)
-        .ok_or_else(|| failed(host, image, format!("the token service {realm} answered no token")))
+        .ok_or_else(|| {
+            failed(
+                host,
+                image,
+                format!("the token service {realm} answered no token"),
+            )
+        })
 }
 
 #[cfg(test)]

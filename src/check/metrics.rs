@@ -62,7 +62,11 @@ pub fn encode_check(exit_code: u8, duration: Duration, tally: Option<&Tally>) ->
     if let Some(tally) = tally {
         let namespaces: Gauge = Gauge::default();
         namespaces.set(count(tally.namespaces));
-        registry.register("namespaces", "Namespaces the last check covered", namespaces);
+        registry.register(
+            "namespaces",
+            "Namespaces the last check covered",
+            namespaces,
+        );
         let with: Gauge = Gauge::default();
         with.set(count(tally.with_findings.len()));
         registry.register(

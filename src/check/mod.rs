@@ -203,8 +203,9 @@ async fn check(
     let mut tally = Tally::default();
     let mut page = Some(first);
     while let Some(candidates) = page.take() {
-        let (todo, left): (Vec<Candidate>, Vec<Candidate>) =
-            candidates.into_iter().partition(|_| stop_reason().is_none());
+        let (todo, left): (Vec<Candidate>, Vec<Candidate>) = candidates
+            .into_iter()
+            .partition(|_| stop_reason().is_none());
         let mut checks = futures::stream::iter(todo)
             .map(|candidate| check_namespace(&shared, candidate.name))
             .buffer_unordered(config.concurrency);
@@ -287,8 +288,7 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String) -> Checked {
     let secret_name = config.secret_name.as_str();
     let mut findings = Vec::new();
     let secrets: Api<Secret> = Api::namespaced(shared.client.clone(), &namespace);
-    let (secret, state) = match retry::send("get secret", || secrets.get_opt(secret_name)).await
-    {
+    let (secret, state) = match retry::send("get secret", || secrets.get_opt(secret_name)).await {
         Ok(secret) => {
             let managed = managed(config, shared.region.as_deref(), secret.as_ref());
             let mut state = secret_findings(
@@ -301,7 +301,8 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String) -> Checked {
                 && let Some(region) = &managed.any_in_region
                 && state.findings.is_empty()
                 && !state.entries.iter().any(|e| {
-                    RegistryHost::from_str(e).is_ok_and(|h| h.region() == region.as_str() && !h.is_public())
+                    RegistryHost::from_str(e)
+                        .is_ok_and(|h| h.region() == region.as_str() && !h.is_public())
                 })
             {
                 state.findings.push(Finding::NoEntry(format!(
@@ -492,7 +493,11 @@ fn log_namespace(
 }
 
 fn log_summary(tally: &Tally, elapsed_ms: u64) {
-    let kinds: Vec<String> = tally.kinds.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    let kinds: Vec<String> = tally
+        .kinds
+        .iter()
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
     let message = if tally.exit_code() == exit::OK {
         "check complete: every namespace can pull"
     } else {

@@ -161,7 +161,9 @@ pub fn stuck(pod: &Pod) -> Vec<(String, String, String)> {
 #[derive(Debug, Clone)]
 pub enum Account {
     /// It lists the Secret, or it does not.
-    Found { lists_secret: bool },
+    Found {
+        lists_secret: bool,
+    },
     Missing,
     /// Not readable (no rights, an error): nothing is said about wiring through it.
     Unknown,

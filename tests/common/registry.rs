@@ -139,7 +139,14 @@ impl TlsRegistry {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let (key, certificate) = (dir.path().join("key.pem"), dir.path().join("cert.pem"));
         let made = Command::new("openssl")
-            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"])
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+            ])
             .args(["-nodes", "-days", "1", "-subj"])
             .arg(format!("/CN={host}"))
             .arg("-addext")
@@ -152,8 +159,14 @@ impl TlsRegistry {
             .arg("-out")
             .arg(&certificate)
             .output()
-            .unwrap_or_else(|e| panic!("openssl is needed to make the registry's certificate: {e}"));
-        assert!(made.status.success(), "openssl: {}", String::from_utf8_lossy(&made.stderr));
+            .unwrap_or_else(|e| {
+                panic!("openssl is needed to make the registry's certificate: {e}")
+            });
+        assert!(
+            made.status.success(),
+            "openssl: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
         let htpasswd = dir.path().join("htpasswd");
         let hash = bcrypt::hash(password, 4).expect("bcrypt a password");
         write(&htpasswd, &format!("{user}:{hash}\n"));
@@ -247,7 +260,11 @@ fn tunnel(mut client: TcpStream, to: SocketAddr, seen: &std::sync::Mutex<Vec<Str
         }
     }
     let head = String::from_utf8_lossy(&head).into_owned();
-    let target = head.split_whitespace().nth(1).unwrap_or_default().to_owned();
+    let target = head
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
     seen.lock().expect("the proxy's log").push(target);
     let Ok(mut server) = TcpStream::connect(to) else {
         let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");

@@ -27,9 +27,7 @@ pub(crate) const SELECTABLE: &[&str] = &[
 pub(crate) fn selectable(pod: &Value, field: &str) -> String {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     match field {
-        "spec.hostNetwork" => {
-            (pod["spec"]["hostNetwork"].as_bool() == Some(true)).to_string()
-        }
+        "spec.hostNetwork" => (pod["spec"]["hostNetwork"].as_bool() == Some(true)).to_string(),
         // Only the first IP is selectable (the field set holds podIPs[0]).
         "status.podIPs" => text(&pod["status"]["podIPs"][0]["ip"]),
         _ => {
@@ -56,7 +54,11 @@ pub(crate) fn prepare_create(top: &mut Map<String, Value>) {
         ("dnsPolicy", "ClusterFirst"),
         ("serviceAccountName", "default"),
     ] {
-        if spec.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+        if spec
+            .get(field)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             spec[field] = json!(default);
         }
     }
@@ -74,7 +76,12 @@ pub(crate) fn validate(pod: &Value, errors: &mut Vec<FieldError>) {
         });
     }
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for (i, c) in pod["spec"][list].as_array().into_iter().flatten().enumerate() {
+        for (i, c) in pod["spec"][list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             for key in ["name", "image"] {
                 if c[key].as_str().is_none_or(str::is_empty) {
                     errors.push(FieldError::Required {

@@ -187,8 +187,11 @@ mod tests {
     #[test]
     fn pods_select_by_phase_and_other_kinds_refuse_it() {
         let pending = json!({"metadata":{"name":"p"},"status":{"phase":"Pending"}});
-        let sel = FieldSelector::parse("status.phase!=Succeeded,status.phase!=Failed", Resource::Pods)
-            .unwrap();
+        let sel = FieldSelector::parse(
+            "status.phase!=Succeeded,status.phase!=Failed",
+            Resource::Pods,
+        )
+        .unwrap();
         assert!(sel.matches(&pending));
         let sel = FieldSelector::parse("status.phase=Running", Resource::Pods).unwrap();
         assert!(!sel.matches(&pending));
