@@ -14,6 +14,8 @@ use crate::registry;
 pub enum Command {
     /// No arguments: one run, configured by the environment.
     Run,
+    /// `check`: a read-only run that reports what keeps pods from pulling (ECR_REFRESH_MODE=check).
+    Check,
     Help,
     Version,
 }
@@ -22,8 +24,8 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArgError {
     #[error(
-        "unknown argument {0:?}: ecr-refresh takes no arguments but --help and --version, and is \
-         configured by ECR_REFRESH_* environment variables (see --help)"
+        "unknown argument {0:?}: ecr-refresh takes no arguments but check, --help and --version, \
+         and is configured by ECR_REFRESH_* environment variables (see --help)"
     )]
     Unknown(String),
     #[error("unexpected argument {extra:?} after {flag}: give one flag at a time")]
@@ -39,6 +41,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, ArgErr
     let command = match first.as_str() {
         "--help" | "-h" => Command::Help,
         "--version" | "-V" => Command::Version,
+        "check" => Command::Check,
         _ => return Err(ArgError::Unknown(first)),
     };
     match args.next() {
@@ -104,6 +107,10 @@ says how the run went.
 Usage:
   ecr-refresh              one run against the current kube context (or the pod's
                            ServiceAccount), configured by the environment below
+  ecr-refresh check        read-only: report per namespace what keeps pods from pulling
+                           from ECR (the Secret, its entries and expiry, pods not wired
+                           or on registries not covered); writes nothing. The same as
+                           ECR_REFRESH_MODE=check; exit 0 all ok, 1 findings, 2 config
   ecr-refresh --help, -h   this text
   ecr-refresh --version, -V
 
@@ -172,7 +179,15 @@ mod tests {
             (&["-h"], Ok(Command::Help)),
             (&["--version"], Ok(Command::Version)),
             (&["-V"], Ok(Command::Version)),
+            (&["check"], Ok(Command::Check)),
             (&["help"], Err(ArgError::Unknown("help".into()))),
+            (
+                &["check", "now"],
+                Err(ArgError::Extra {
+                    flag: "check".into(),
+                    extra: "now".into(),
+                }),
+            ),
             (&["--dry-run"], Err(ArgError::Unknown("--dry-run".into()))),
             (&["-v"], Err(ArgError::Unknown("-v".into()))),
             (&[""], Err(ArgError::Unknown(String::new()))),

@@ -1,6 +1,7 @@
 //! ecr-refresh: refreshes an AWS ECR image-pull Secret in place, in every selected namespace.
 #![forbid(unsafe_code)]
 
+pub mod check;
 pub mod cli;
 pub mod cluster;
 pub mod config;

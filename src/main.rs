@@ -6,15 +6,16 @@ use std::process::ExitCode;
 use std::str::FromStr;
 
 use ecr_refresh::cli::{self, Command};
-use ecr_refresh::config::{Config, DEFAULT_TERMINATION_LOG, LogFormat};
+use ecr_refresh::config::{Config, DEFAULT_TERMINATION_LOG, LogFormat, Mode};
 use ecr_refresh::report::{exit, termination_error};
 use ecr_refresh::termination::write_termination_message_now;
-use ecr_refresh::{logging, run};
+use ecr_refresh::{check, logging, run};
 
 fn main() -> ExitCode {
     // Before anything else is read: --help and --version touch neither AWS nor the cluster.
-    match cli::parse(std::env::args_os().skip(1)) {
-        Ok(Command::Run) => {}
+    let check_argument = match cli::parse(std::env::args_os().skip(1)) {
+        Ok(Command::Run) => false,
+        Ok(Command::Check) => true,
         Ok(Command::Help) => {
             print!("{}", cli::help());
             return ExitCode::SUCCESS;
@@ -27,7 +28,7 @@ fn main() -> ExitCode {
             eprintln!("ecr-refresh: {e}");
             return ExitCode::from(exit::CONFIG);
         }
-    }
+    };
     // The format is needed before the configuration is parsed, so its errors are logged in it.
     let format = std::env::var("ECR_REFRESH_LOG_FORMAT")
         .ok()
@@ -36,6 +37,10 @@ fn main() -> ExitCode {
     logging::init(format);
 
     let config = match Config::from_env() {
+        Ok(config) if check_argument => Config {
+            mode: Mode::Check,
+            ..config
+        },
         Ok(config) => config,
         Err(e) => {
             tracing::error!(error = %e, "invalid configuration: nothing was sent");
@@ -69,5 +74,9 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::UNAVAILABLE);
         }
     };
-    ExitCode::from(runtime.block_on(run::run(&config, run::shutdown_signal(config.timeout))))
+    let shutdown = run::shutdown_signal(config.timeout);
+    ExitCode::from(match config.mode {
+        Mode::Refresh => runtime.block_on(run::run(&config, shutdown)),
+        Mode::Check => runtime.block_on(check::run(&config, shutdown)),
+    })
 }

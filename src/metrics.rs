@@ -190,6 +190,21 @@ pub async fn push(gateway: &Pushgateway, run: &RunEnd<'_>) {
     }
 }
 
+/// Pushes metrics already encoded to a group's URL (PUT replaces the group, POST only what it
+/// sends); best effort, as `push`.
+pub async fn push_encoded(url: &str, replace: bool, body: String) {
+    let method = if replace { "PUT" } else { "POST" };
+    match send(url, replace, body).await {
+        Ok(()) => debug!(pushgateway = %url, method, "metrics pushed"),
+        Err(e) => warn!(
+            pushgateway = %url,
+            method,
+            error = %e,
+            "could not push the metrics: check ECR_REFRESH_PUSHGATEWAY_URL and that the gateway is reachable from this pod"
+        ),
+    }
+}
+
 async fn send(url: &str, replace: bool, body: String) -> Result<(), PushError> {
     let client = reqwest::Client::builder()
         .timeout(PUSH_TIMEOUT)

@@ -25,3 +25,12 @@ pub async fn load() -> SdkConfig {
         .await;
     loader.credentials_provider(credentials).load().await
 }
+
+/// The region of the default chain alone, for a run that asks AWS nothing (a check).
+pub async fn region() -> Option<String> {
+    DefaultRegionChain::builder()
+        .build()
+        .region()
+        .await
+        .map(|r| r.as_ref().to_owned())
+}

@@ -82,9 +82,30 @@ impl FromStr for LogFormat {
     }
 }
 
+/// What a run does: refresh the Secrets, or only check them (ECR_REFRESH_MODE, or the `check`
+/// argument), writing nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Refresh,
+    Check,
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "refresh" => Ok(Self::Refresh),
+            "check" => Ok(Self::Check),
+            _ => Err("must be 'refresh' or 'check'".into()),
+        }
+    }
+}
+
 /// The run's whole configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    pub mode: Mode,
     pub secret_name: SecretName,
     pub selection: Selection,
     /// Empty: the caller's own registry in the AWS region of the default chain.
@@ -109,6 +130,7 @@ pub struct Config {
 /// The variables as envy reads them, before parsing.
 #[derive(Debug, Deserialize, Default)]
 struct Raw {
+    mode: Option<String>,
     secret_name: Option<String>,
     namespaces: Option<String>,
     exclude_namespaces: Option<String>,
@@ -157,6 +179,7 @@ impl Config {
     }
 
     fn parse(raw: Raw) -> Result<Self, ConfigError> {
+        let mode = parse_or("ECR_REFRESH_MODE", raw.mode, Mode::from_str, Mode::default)?;
         let secret_name = parse_or(
             "ECR_REFRESH_SECRET_NAME",
             raw.secret_name,
@@ -260,6 +283,7 @@ impl Config {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(DEFAULT_TERMINATION_LOG));
         Ok(Self {
+            mode,
             secret_name,
             selection: Selection {
                 include,

@@ -117,8 +117,14 @@ impl Pushgateway {
     /// `[A-Za-z0-9._-]` goes in the gateway's `@base64` form (base64url), which carries
     /// any text, `/` included.
     pub fn group_url(&self) -> String {
+        self.group_url_for(JOB)
+    }
+
+    /// The same group under another job (a check pushes under its own, so it never
+    /// replaces a refresh's metrics).
+    pub fn group_url_for(&self, job: &str) -> String {
         let mut url = format!(
-            "{}/metrics/job/{JOB}",
+            "{}/metrics/job/{job}",
             self.url.0.as_str().trim_end_matches('/')
         );
         for (name, value) in self.labels.pairs() {

@@ -14,6 +14,11 @@ pub struct Variable {
 /// Every `ECR_REFRESH_*` variable the binary reads. One not listed here is refused.
 pub const VARIABLES: &[Variable] = &[
     Variable {
+        name: "ECR_REFRESH_MODE",
+        default: "refresh",
+        meaning: "refresh, or check: read-only, report per namespace what keeps its pods from pulling from ECR, write nothing (the same as `ecr-refresh check`)",
+    },
+    Variable {
         name: "ECR_REFRESH_SECRET_NAME",
         default: "aws-ecr-token",
         meaning: "the pull Secret's name in every namespace (a DNS subdomain name)",

@@ -29,10 +29,19 @@ pub fn kustomize(dir: &Path) -> String {
 /// A variant ("" for manifests/, "namespaced"), as shipped or with the service-accounts
 /// component, rendered from `root` (a manifests directory: a copy, see [`copy`]).
 pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> String {
+    render_from_with(
+        root,
+        variant,
+        with_service_accounts.then_some("service-accounts"),
+    )
+}
+
+/// A variant, as shipped or with one component of manifests/components (by its directory).
+pub fn render_from_with(root: &Path, variant: &str, component: Option<&str>) -> String {
     let dir = root.join(variant);
-    if !with_service_accounts {
+    let Some(component) = component else {
         return kustomize(&dir);
-    }
+    };
     // An overlay next to the manifests directory: kustomize takes relative paths only,
     // and no overlay inside what it includes.
     let overlay = root
@@ -49,13 +58,19 @@ pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> S
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
              resources: [\"../{manifests}/{variant}\"]\n\
-             components: [\"../{manifests}/components/service-accounts\"]\n"
+             components: [\"../{manifests}/components/{component}\"]\n"
         ),
     )
     .expect("writing the overlay");
     let rendered = kustomize(&overlay);
     std::fs::remove_dir_all(&overlay).expect("removing the overlay");
     rendered
+}
+
+/// The repository's manifests rendered with one component (or none), from a copy.
+pub fn render_component(variant: &str, component: Option<&str>) -> String {
+    let copy = copy();
+    render_from_with(&copy.path().join("manifests"), variant, component)
 }
 
 /// The repository's manifests rendered (from a copy: nothing is written into the repository).

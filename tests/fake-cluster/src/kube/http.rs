@@ -33,6 +33,11 @@ enum Route {
         namespace: String,
         name: String,
     },
+    /// A pod's status subresource.
+    Status {
+        namespace: String,
+        name: String,
+    },
     /// Events, core/v1 or events.k8s.io/v1 (events.rs).
     Events(EventRoute),
     Unknown,
@@ -43,6 +48,7 @@ fn resource_named(plural: &str) -> Option<Resource> {
         "namespaces" => Some(Resource::Namespaces),
         "secrets" => Some(Resource::Secrets),
         "serviceaccounts" => Some(Resource::ServiceAccounts),
+        "pods" => Some(Resource::Pods),
         _ => None,
     }
 }
@@ -91,6 +97,10 @@ fn route(path: &str) -> Route {
                 name: (*name).to_owned(),
             },
             _ => Route::Unknown,
+        },
+        ["namespaces", ns, "pods", name, "status"] => Route::Status {
+            namespace: (*ns).to_owned(),
+            name: (*name).to_owned(),
         },
         _ => Route::Unknown,
     }
@@ -229,12 +239,18 @@ impl Shared {
                 namespace,
                 name,
             } => (*resource, namespace.as_str(), name.as_str()),
+            Route::Status { namespace, name } => {
+                (Resource::Pods, namespace.as_str(), name.as_str())
+            }
             _ => return Ok(()),
         };
         let attrs = Attributes {
             verb: Self::verb(req.method, !name.is_empty(), &req.query),
             group: "",
-            resource: resource.plural(),
+            resource: match route {
+                Route::Status { .. } => "pods/status",
+                _ => resource.plural(),
+            },
             namespace,
             name,
         };
@@ -395,6 +411,10 @@ impl Shared {
                         {"name": "secrets", "singularName": "secret", "namespaced": true, "kind": "Secret", "verbs": verbs},
                         {"name": "serviceaccounts", "singularName": "serviceaccount", "namespaced": true,
                          "kind": "ServiceAccount", "verbs": verbs, "shortNames": ["sa"]},
+                        {"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
+                         "verbs": verbs, "shortNames": ["po"], "categories": ["all"]},
+                        {"name": "pods/status", "singularName": "", "namespaced": true, "kind": "Pod",
+                         "verbs": ["get", "patch", "update"]},
                         events::core_resource()
                     ]
                 })
@@ -463,6 +483,7 @@ impl Shared {
                     .map_err(status::bad_request)?,
                     fields: FieldSelector::parse(
                         req.query.get("fieldSelector").unwrap_or_default(),
+                        *resource,
                     )
                     .map_err(status::bad_request)?,
                 };
@@ -498,7 +519,30 @@ impl Shared {
                 },
                 method,
             ) => self.serve_item(*resource, namespace, name, method, req, &opts),
-            (Route::Collection { .. }, _) => Err(status::method_not_allowed()),
+            (Route::Status { namespace, name }, "GET") => {
+                Ok((200, self.lock().store.get(Resource::Pods, namespace, name)?))
+            }
+            (Route::Status { namespace, name }, "PUT" | "PATCH") => {
+                let merge = req.method == "PATCH";
+                if merge && patch_type(req.content_type)? != PatchType::Merge {
+                    return Err(status::unsupported_media_type(
+                        req.content_type.unwrap_or_default(),
+                    ));
+                }
+                let body = parse_body(req.body, req.content_type)?;
+                let written = self.lock().store.write_status(
+                    Resource::Pods,
+                    namespace,
+                    name,
+                    body,
+                    merge,
+                    &opts,
+                )?;
+                Ok((200, written))
+            }
+            (Route::Collection { .. } | Route::Status { .. }, _) => {
+                Err(status::method_not_allowed())
+            }
             _ => Err(status::no_such_path()),
         }
     }

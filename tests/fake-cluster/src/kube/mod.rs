@@ -12,6 +12,7 @@ mod fields;
 mod gojson;
 mod http;
 mod patch;
+mod pods;
 mod rbac;
 mod selector;
 mod status;
@@ -52,6 +53,9 @@ pub enum Resource {
     Namespaces,
     Secrets,
     ServiceAccounts,
+    /// Served for reading as the real server serves them (list pages, field selectors); their
+    /// status is written only through the status subresource (pods.rs).
+    Pods,
 }
 
 impl Resource {
@@ -61,6 +65,7 @@ impl Resource {
             Resource::Namespaces => "namespaces",
             Resource::Secrets => "secrets",
             Resource::ServiceAccounts => "serviceaccounts",
+            Resource::Pods => "pods",
         }
     }
 
@@ -70,6 +75,7 @@ impl Resource {
             Resource::Namespaces => "Namespace",
             Resource::Secrets => "Secret",
             Resource::ServiceAccounts => "ServiceAccount",
+            Resource::Pods => "Pod",
         }
     }
 }
@@ -559,6 +565,28 @@ users:
             .lock()
             .store
             .delete_now(resource, namespace, name);
+    }
+    /// Writes a pod's status as the admin would through the status subresource (there is no
+    /// kubelet): everything but the status stays as it is. Not recorded in the request log.
+    ///
+    /// Panics when the pod does not exist or the status is refused (a broken test).
+    pub fn set_pod_status(&self, namespace: &str, name: &str, status: Value) -> Value {
+        let opts = store::WriteOptions {
+            manager: "kubelet".into(),
+            dry_run: false,
+        };
+        self.shared
+            .lock()
+            .store
+            .write_status(
+                Resource::Pods,
+                namespace,
+                name,
+                serde_json::json!({ "status": status }),
+                true,
+                &opts,
+            )
+            .unwrap_or_else(|e| panic!("status of pod {namespace}/{name}: {}", e.body))
     }
     /// Every version of the object ever stored, in order; `None` where it was deleted.
     pub fn history(&self, resource: Resource, namespace: &str, name: &str) -> Vec<Option<Value>> {

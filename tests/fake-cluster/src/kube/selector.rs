@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use super::{Resource, pods};
+
 #[derive(Debug, Clone, PartialEq)]
 enum Requirement {
     Equals(String, String),
@@ -108,12 +110,13 @@ impl LabelSelector {
     }
 }
 
-/// A field selector over `metadata.name` and `metadata.namespace` (`=`, `==`, `!=`).
+/// A field selector over `metadata.name`, `metadata.namespace` and, for pods, the fields the
+/// real server makes selectable (pods.rs); `=`, `==`, `!=`, a comma is AND.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str, resource: Resource) -> Result<Self, String> {
         let mut out = Vec::new();
         for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (field, equal, value) = if let Some((f, v)) = term.split_once("!=") {
@@ -127,19 +130,25 @@ impl FieldSelector {
                     "invalid selector: '{s}'; can't understand '{term}'"
                 ));
             };
-            if field != "metadata.name" && field != "metadata.namespace" {
+            let field = field.trim();
+            let supported = field == "metadata.name"
+                || field == "metadata.namespace"
+                || (resource == Resource::Pods && pods::SELECTABLE.contains(&field));
+            if !supported {
                 return Err(format!("field label not supported: {field}"));
             }
-            out.push((field.to_owned(), equal, value.to_owned()));
+            out.push((field.to_owned(), equal, value.trim().to_owned()));
         }
         Ok(FieldSelector(out))
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(field, equal, value)| {
-            let key = field.trim_start_matches("metadata.");
-            let actual = obj["metadata"][key].as_str().unwrap_or_default();
-            (actual == value) == *equal
+            let actual = match field.strip_prefix("metadata.") {
+                Some(key) => obj["metadata"][key].as_str().unwrap_or_default().to_owned(),
+                None => pods::selectable(obj, field),
+            };
+            (actual == *value) == *equal
         })
     }
 }
@@ -173,6 +182,27 @@ mod tests {
                 "{sel}"
             );
         }
+    }
+
+    #[test]
+    fn pods_select_by_phase_and_other_kinds_refuse_it() {
+        let pending = json!({"metadata":{"name":"p"},"status":{"phase":"Pending"}});
+        let sel = FieldSelector::parse(
+            "status.phase!=Succeeded,status.phase!=Failed",
+            Resource::Pods,
+        )
+        .unwrap();
+        assert!(sel.matches(&pending));
+        let sel = FieldSelector::parse("status.phase=Running", Resource::Pods).unwrap();
+        assert!(!sel.matches(&pending));
+        assert_eq!(
+            FieldSelector::parse("status.phase=Running", Resource::Secrets).unwrap_err(),
+            "field label not supported: status.phase"
+        );
+        assert_eq!(
+            FieldSelector::parse("status.hostIP=1.2.3.4", Resource::Pods).unwrap_err(),
+            "field label not supported: status.hostIP"
+        );
     }
 
     #[test]

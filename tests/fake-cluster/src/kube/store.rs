@@ -12,6 +12,7 @@ use super::Resource;
 use super::admission::{self, Admission, Operation};
 use super::fields::{self, ManagerEntry};
 use super::gojson;
+use super::pods;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{self, ApiError, Cause, Details, FieldError};
 
@@ -62,6 +63,7 @@ pub(crate) struct Store {
     namespaces: BTreeMap<Key, Stored>,
     secrets: BTreeMap<Key, Stored>,
     service_accounts: BTreeMap<Key, Stored>,
+    pods: BTreeMap<Key, Stored>,
     history: HashMap<(Resource, Key), Vec<Option<Value>>>,
     resource_version: u64,
     hooks: Vec<(Resource, Key, Hook)>,
@@ -195,6 +197,9 @@ fn validate(
             }
         }
     }
+    if resource == Resource::Pods && old.is_none() {
+        pods::validate(new, &mut errors);
+    }
     if resource == Resource::Secrets {
         for k in new
             .get("data")
@@ -318,6 +323,7 @@ impl Store {
             Resource::Namespaces => &self.namespaces,
             Resource::Secrets => &self.secrets,
             Resource::ServiceAccounts => &self.service_accounts,
+            Resource::Pods => &self.pods,
         }
     }
 
@@ -326,6 +332,7 @@ impl Store {
             Resource::Namespaces => &mut self.namespaces,
             Resource::Secrets => &mut self.secrets,
             Resource::ServiceAccounts => &mut self.service_accounts,
+            Resource::Pods => &mut self.pods,
         }
     }
 
@@ -411,6 +418,9 @@ impl Store {
         top.insert("kind".into(), json!(resource.kind()));
         if resource == Resource::Secrets && !top.contains_key("type") {
             top.insert("type".into(), json!("Opaque"));
+        }
+        if resource == Resource::Pods {
+            pods::prepare_create(top);
         }
         if resource == Resource::Namespaces {
             let spec = top.entry("spec").or_insert_with(|| json!({}));
@@ -571,7 +581,7 @@ impl Store {
     /// Deletes an object (a namespace with everything in it).
     pub fn delete_now(&mut self, resource: Resource, namespace: &str, name: &str) {
         if resource == Resource::Namespaces {
-            for r in [Resource::Secrets, Resource::ServiceAccounts] {
+            for r in [Resource::Secrets, Resource::ServiceAccounts, Resource::Pods] {
                 let keys: Vec<Key> = self
                     .map(r)
                     .keys()
@@ -776,6 +786,7 @@ impl Store {
         name: &str,
         mut new: Value,
         opts: &WriteOptions,
+        status_only: bool,
     ) -> Result<Value, ApiError> {
         let k = key(resource, namespace, name);
         let live = self.live(resource, namespace, name)?;
@@ -783,6 +794,9 @@ impl Store {
             return Err(status::bad_request(
                 "the body of the request must be an object",
             ));
+        }
+        if resource == Resource::Pods {
+            pods::keep_on_update(&mut new, &live.obj, status_only);
         }
         if let Some(rv) = meta_str(&new, "resourceVersion")
             && Some(rv) != meta_str(&live.obj, "resourceVersion")
@@ -871,7 +885,26 @@ impl Store {
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
-        self.update_existing(resource, namespace, name, body, opts)
+        self.update_existing(resource, namespace, name, body, opts, false)
+    }
+
+    /// PUT, or a merge PATCH, of the status subresource (pods only): the status changes,
+    /// nothing else does.
+    pub fn write_status(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        merge: bool,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let new = if merge {
+            super::patch::merge_patch(&self.get(resource, namespace, name)?, &body)
+        } else {
+            body
+        };
+        self.update_existing(resource, namespace, name, new, opts, true)
     }
 
     /// PATCH with a non-apply patch type.
@@ -895,7 +928,7 @@ impl Store {
             PatchType::Strategic => super::patch::strategic_merge_patch(&live, patch),
             PatchType::Apply => unreachable!("apply patches go through Store::apply"),
         };
-        self.update_existing(resource, namespace, name, patched, opts)
+        self.update_existing(resource, namespace, name, patched, opts, false)
     }
 
     /// Server-side apply; answers 201 when it created the object. `authorize_create` is

@@ -1,0 +1,518 @@
+//! `ecr-refresh check` (ECR_REFRESH_MODE=check): a read-only answer, per selected namespace, to
+//! "can its pods pull from ECR right now?". The configuration is a refresh's; nothing is
+//! written (no Secret, no ServiceAccount, no Event) and no ECR token is fetched.
+//!
+//! Per namespace it sends: a GET of the Secret, a LIST of the pods that are not finished
+//! (`status.phase` neither Succeeded nor Failed; one request per 500 pods), and a GET of each
+//! ServiceAccount that pods using ECR run as without listing the Secret themselves. With
+//! ECR_REFRESH_VERIFY_LOGIN=true, one HEAD of a manifest per registry host and stored
+//! credentials, shared by every namespace holding the same credentials.
+
+mod findings;
+mod login;
+mod metrics;
+mod pods;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Instant, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use kube::api::ListParams;
+use kube::{Api, Client};
+use tracing::{error, info, warn};
+
+use crate::config::Config;
+use crate::namespaces::{Candidate, Pages};
+use crate::pull_secret::REGISTRIES_ANNOTATION;
+use crate::registry::{RegistryHost, normalize};
+use crate::report::{exit, termination_error};
+use crate::retry::{self, RequestError};
+use crate::termination::write_termination_message;
+use crate::{cluster, sdk};
+pub use findings::{Finding, Group};
+use findings::{SecretState, secret_findings};
+use login::Logins;
+use pods::{Account, Context, Managed};
+
+/// Pods asked for per page; the server may answer fewer.
+const POD_PAGE: u32 = 500;
+/// Pods that still run or wait to: finished pods pull nothing.
+const UNFINISHED: &str = "status.phase!=Succeeded,status.phase!=Failed";
+/// How the log line and the termination message call a namespace with nothing found.
+const OK: &str = "ok";
+const FINDINGS: &str = "findings";
+const TERMINATION_MESSAGE_LIMIT: usize = 4096;
+
+/// What one namespace came to.
+struct Checked {
+    namespace: String,
+    findings: Vec<Finding>,
+    pods_checked: bool,
+}
+
+/// The run's tally.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub namespaces: usize,
+    pub ok: usize,
+    /// Namespaces with findings, in the order they were checked.
+    pub with_findings: Vec<String>,
+    pub kinds: BTreeMap<&'static str, usize>,
+    /// Namespaces whose pods could not be listed.
+    pub pods_unchecked: usize,
+    /// Namespaces not checked: the run stopped, or the namespace list broke off.
+    pub unchecked: usize,
+    pub listing_incomplete: bool,
+}
+
+impl Tally {
+    pub fn exit_code(&self) -> u8 {
+        if self.with_findings.is_empty() && self.unchecked == 0 && !self.listing_incomplete {
+            exit::OK
+        } else {
+            exit::FAILED
+        }
+    }
+
+    /// The summary as compact JSON under the kubelet's 4096 bytes: the counts always, then as
+    /// many namespaces with findings as fit.
+    pub fn termination_message(&self, elapsed_ms: u64) -> String {
+        let mut listed: Vec<&str> = self.with_findings.iter().map(String::as_str).collect();
+        loop {
+            let message = serde_json::json!({
+                "mode": "check",
+                "exit_code": self.exit_code(),
+                "namespaces": self.namespaces,
+                "ok": self.ok,
+                "findings": self.kinds,
+                "namespaces_with_findings": listed,
+                "namespaces_with_findings_total": self.with_findings.len(),
+                "pods_unchecked": self.pods_unchecked,
+                "unchecked": self.unchecked,
+                "listing_incomplete": self.listing_incomplete,
+                "elapsed_ms": elapsed_ms,
+            })
+            .to_string();
+            if message.len() < TERMINATION_MESSAGE_LIMIT || listed.is_empty() {
+                return message;
+            }
+            let keep = listed.len() * (TERMINATION_MESSAGE_LIMIT - 512) / message.len();
+            listed.truncate(keep.min(listed.len() - 1));
+        }
+    }
+}
+
+/// Why a check could check nothing.
+#[derive(Debug, thiserror::Error)]
+enum Unavailable {
+    #[error(
+        "no AWS region: ECR_REFRESH_REGISTRIES is empty, so the registry is the caller's own in \
+         AWS_REGION; set AWS_REGION or ECR_REFRESH_REGISTRIES"
+    )]
+    NoRegion,
+    #[error("{0}")]
+    Cluster(#[from] cluster::ClusterError),
+    #[error("{0}")]
+    Namespaces(#[from] crate::namespaces::NamespaceError),
+    #[error("stopped before any namespace was checked: {0}")]
+    Stopped(&'static str),
+}
+
+/// Runs one check and returns the process exit code.
+pub async fn run(
+    config: &Config,
+    shutdown: impl Future<Output = &'static str> + Send + 'static,
+) -> u8 {
+    let started = Instant::now();
+    let stopped = Arc::new(std::sync::Mutex::new(None::<&'static str>));
+    let stop = {
+        let stopped = Arc::clone(&stopped);
+        tokio::spawn(async move {
+            let reason = shutdown.await;
+            *stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+        })
+    };
+    let result = check(config, &stopped).await;
+    stop.abort();
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let (code, message, tally) = match result {
+        Ok(tally) => {
+            let code = tally.exit_code();
+            log_summary(&tally, elapsed_ms);
+            (code, tally.termination_message(elapsed_ms), Some(tally))
+        }
+        Err(e) => {
+            let code = match e {
+                Unavailable::Stopped(_) => exit::FAILED,
+                _ => exit::UNAVAILABLE,
+            };
+            error!(error = %e, exit_code = code, "check failed: nothing was checked");
+            (code, termination_error(code, &e.to_string()), None)
+        }
+    };
+    write_termination_message(&config.termination_log, &message).await;
+    if let Some(gateway) = &config.pushgateway {
+        metrics::push(gateway, code, started.elapsed(), tally.as_ref()).await;
+    }
+    code
+}
+
+/// What every namespace's check shares.
+struct Shared<'a> {
+    config: &'a Config,
+    client: Client,
+    region: Option<String>,
+    logins: Logins,
+    /// Whether the "pods were not checked" line was logged.
+    pods_refused: AtomicBool,
+    accounts_refused: AtomicBool,
+}
+
+async fn check(
+    config: &Config,
+    stopped: &std::sync::Mutex<Option<&'static str>>,
+) -> Result<Tally, Unavailable> {
+    let stop_reason = || *stopped.lock().unwrap_or_else(|p| p.into_inner());
+    let region = if config.registries.is_empty() {
+        Some(sdk::region().await.ok_or(Unavailable::NoRegion)?)
+    } else {
+        None
+    };
+    let (client, url) = cluster::connect().await?;
+    let version = cluster::check(&client, &url).await?;
+    info!(api_server = %url, %version, mode = "check", "connected");
+    let mut pages = Pages::new(client.clone(), &config.selection);
+    let first = pages.next().await.transpose()?.unwrap_or_default();
+    if let Some(reason) = stop_reason() {
+        return Err(Unavailable::Stopped(reason));
+    }
+    let shared = Shared {
+        config,
+        client,
+        region,
+        logins: Logins::new(),
+        pods_refused: AtomicBool::new(false),
+        accounts_refused: AtomicBool::new(false),
+    };
+
+    let mut tally = Tally::default();
+    let mut page = Some(first);
+    while let Some(candidates) = page.take() {
+        let (todo, left): (Vec<Candidate>, Vec<Candidate>) = candidates
+            .into_iter()
+            .partition(|_| stop_reason().is_none());
+        let mut checks = futures::stream::iter(todo)
+            .map(|candidate| check_namespace(&shared, candidate.name))
+            .buffer_unordered(config.concurrency);
+        while let Some(checked) = checks.next().await {
+            record(&mut tally, checked);
+        }
+        tally.unchecked += left.len();
+        if let Some(reason) = stop_reason() {
+            tally.listing_incomplete |= pages.has_more();
+            warn!(reason, "check stopped: namespaces left unchecked");
+            break;
+        }
+        match pages.next().await {
+            None => {}
+            Some(Ok(next)) => page = Some(next),
+            Some(Err(e)) => {
+                error!(error = %e, "namespace list stopped: namespaces on later pages were not checked");
+                tally.listing_incomplete = true;
+            }
+        }
+    }
+    Ok(tally)
+}
+
+fn record(tally: &mut Tally, checked: Checked) {
+    tally.namespaces += 1;
+    if !checked.pods_checked {
+        tally.pods_unchecked += 1;
+    }
+    if checked.findings.is_empty() {
+        tally.ok += 1;
+    } else {
+        tally.with_findings.push(checked.namespace);
+        for f in &checked.findings {
+            *tally.kinds.entry(f.kind()).or_default() += 1;
+        }
+    }
+}
+
+/// The hosts the Secret must hold, and those pods may use: what the refresh writes.
+fn managed(config: &Config, region: Option<&str>, secret: Option<&Secret>) -> Managed {
+    let mut hosts: Vec<RegistryHost> = config.registries.clone();
+    let mut any_in_region = None;
+    if hosts.is_empty() {
+        // The caller's own registry: the account is only known from our last write.
+        let recorded = secret
+            .and_then(|s| s.metadata.annotations.as_ref())
+            .and_then(|a| a.get(REGISTRIES_ANNOTATION))
+            .map(|v| {
+                v.split(',')
+                    .filter_map(|h| RegistryHost::from_str(&normalize(h)).ok())
+                    .filter(|h| Some(h.region()) == region && !h.is_dual_stack())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        if recorded.is_empty() {
+            any_in_region = region.map(str::to_owned);
+        }
+        hosts = recorded;
+    }
+    if config.dual_stack {
+        let twins: Vec<RegistryHost> = hosts.iter().filter_map(|h| h.dual_stack_twin()).collect();
+        hosts.extend(twins);
+    }
+    let mut names: Vec<String> = Vec::new();
+    for h in hosts {
+        if !names.iter().any(|n| n == h.host()) {
+            names.push(h.host().to_owned());
+        }
+    }
+    Managed {
+        hosts: names,
+        any_in_region,
+        dual_stack: config.dual_stack,
+    }
+}
+
+async fn check_namespace(shared: &Shared<'_>, namespace: String) -> Checked {
+    let config = shared.config;
+    let secret_name = config.secret_name.as_str();
+    let mut findings = Vec::new();
+    let secrets: Api<Secret> = Api::namespaced(shared.client.clone(), &namespace);
+    let (secret, state) = match retry::send("get secret", || secrets.get_opt(secret_name)).await {
+        Ok(secret) => {
+            let managed = managed(config, shared.region.as_deref(), secret.as_ref());
+            let mut state = secret_findings(
+                secret.as_ref(),
+                &managed.hosts,
+                config.renew_before,
+                SystemTime::now(),
+            );
+            if managed.hosts.is_empty()
+                && let Some(region) = &managed.any_in_region
+                && state.findings.is_empty()
+                && !state.entries.iter().any(|e| {
+                    RegistryHost::from_str(e)
+                        .is_ok_and(|h| h.region() == region.as_str() && !h.is_public())
+                })
+            {
+                state.findings.push(Finding::NoEntry(format!(
+                    "(the caller's own registry in {region})"
+                )));
+            }
+            (secret, state)
+        }
+        Err(e) => {
+            findings.push(Finding::CheckFailed(format!(
+                "could not read Secret {secret_name}: {e}"
+            )));
+            (None, SecretState::default())
+        }
+    };
+    let managed = managed(config, shared.region.as_deref(), secret.as_ref());
+    findings.extend(state.findings.iter().cloned());
+
+    let pods = match list_pods(shared, &namespace).await {
+        Ok(pods) => Some(pods),
+        Err(e) if e.code() == Some(403) => {
+            if !shared.pods_refused.swap(true, Ordering::Relaxed) {
+                warn!(
+                    %namespace,
+                    error = %e,
+                    "pods were not checked: the check may not list pods; the Secrets are checked. \
+                     Grant it with the check component (manifests/components/check)"
+                );
+            }
+            None
+        }
+        Err(e) => {
+            findings.push(Finding::CheckFailed(format!("could not list pods: {e}")));
+            None
+        }
+    };
+    let mut ecr_pods = 0;
+    if let Some(pods) = &pods {
+        let using: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| !pods::ecr_images(p).is_empty())
+            .collect();
+        ecr_pods = using.len();
+        let accounts = accounts(shared, &namespace, &using, secret_name).await;
+        let logins = match (&secret, config.verify_login) {
+            (Some(secret), true) if !state.findings.iter().any(Finding::blocks_every_pull) => {
+                logins(shared, secret, &using, &managed, &state).await
+            }
+            _ => BTreeMap::new(),
+        };
+        let cx = Context {
+            secret_name,
+            secret: &state,
+            managed: &managed,
+            accounts: &accounts,
+            logins: &logins,
+        };
+        findings.extend(pods::pod_findings(pods, &cx));
+        findings.extend(logins.into_values());
+    }
+    log_namespace(&namespace, secret_name, &findings, pods.is_some(), ecr_pods);
+    Checked {
+        namespace,
+        findings,
+        pods_checked: pods.is_some(),
+    }
+}
+
+/// The namespace's unfinished pods, every page.
+async fn list_pods(shared: &Shared<'_>, namespace: &str) -> Result<Vec<Pod>, RequestError> {
+    let api: Api<Pod> = Api::namespaced(shared.client.clone(), namespace);
+    let mut all = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().fields(UNFINISHED).limit(POD_PAGE);
+        if let Some(t) = &token {
+            params = params.continue_token(t);
+        }
+        let list = retry::send("list pods", || api.list(&params)).await?;
+        all.extend(list.items);
+        match list.metadata.continue_.filter(|t| !t.is_empty()) {
+            Some(next) => token = Some(next),
+            None => return Ok(all),
+        }
+    }
+}
+
+/// The ServiceAccounts that pods using ECR run as, where the pod does not list the Secret
+/// itself: one GET each.
+async fn accounts(
+    shared: &Shared<'_>,
+    namespace: &str,
+    using: &[&Pod],
+    secret: &str,
+) -> HashMap<String, Account> {
+    let names: BTreeSet<&str> = using
+        .iter()
+        .filter(|p| !pods::references_directly(p, secret))
+        .map(|p| pods::service_account(p))
+        .collect();
+    let api: Api<ServiceAccount> = Api::namespaced(shared.client.clone(), namespace);
+    let mut found = HashMap::new();
+    for name in names {
+        let account = match retry::send("get serviceaccount", || api.get_opt(name)).await {
+            Ok(Some(sa)) => Account::Found {
+                lists_secret: pods::account_references(&sa, secret),
+            },
+            Ok(None) => Account::Missing,
+            Err(e) => {
+                if !shared.accounts_refused.swap(true, Ordering::Relaxed) {
+                    warn!(%namespace, serviceaccount = name, error = %e,
+                        "ServiceAccounts could not be read: pods wired only through them are not reported");
+                }
+                Account::Unknown
+            }
+        };
+        found.insert(name.to_owned(), account);
+    }
+    found
+}
+
+/// One login per registry host in use (the first image seen on it), with the Secret's
+/// credentials for that host. Hosts not covered or without an entry are findings already.
+async fn logins(
+    shared: &Shared<'_>,
+    secret: &Secret,
+    using: &[&Pod],
+    managed: &Managed,
+    state: &SecretState,
+) -> BTreeMap<String, Finding> {
+    let mut first: BTreeMap<String, String> = BTreeMap::new();
+    for image in using.iter().flat_map(|p| pods::ecr_images(p)) {
+        let host = image.host.host();
+        if managed.covers(&image.host) && state.entries.contains(host) {
+            first.entry(host.to_owned()).or_insert(image.image);
+        }
+    }
+    let mut refused = BTreeMap::new();
+    for (host, image) in first {
+        let Some(credentials) = login::credentials(secret, &host) else {
+            refused.insert(
+                host.clone(),
+                Finding::LoginFailed {
+                    host,
+                    image,
+                    error: "its entry holds no username and password (nor auth)".into(),
+                },
+            );
+            continue;
+        };
+        if let Some(finding) = shared.logins.try_image(&host, &image, &credentials).await {
+            refused.insert(host, finding);
+        }
+    }
+    refused
+}
+
+fn log_namespace(
+    namespace: &str,
+    secret: &str,
+    findings: &[Finding],
+    pods_checked: bool,
+    ecr_pods: usize,
+) {
+    if findings.is_empty() {
+        info!(
+            namespace,
+            secret,
+            outcome = OK,
+            pods_checked,
+            ecr_pods,
+            "ok"
+        );
+        return;
+    }
+    let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
+    let kinds: Vec<&str> = findings.iter().map(Finding::kind).collect();
+    warn!(
+        namespace,
+        secret,
+        outcome = FINDINGS,
+        findings = %text.join("; "),
+        finding_kinds = %kinds.join(","),
+        pods_checked,
+        ecr_pods,
+        "findings"
+    );
+}
+
+fn log_summary(tally: &Tally, elapsed_ms: u64) {
+    let kinds: Vec<String> = tally
+        .kinds
+        .iter()
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    let message = if tally.exit_code() == exit::OK {
+        "check complete: every namespace can pull"
+    } else {
+        "check complete: findings reported"
+    };
+    info!(
+        mode = "check",
+        namespaces = tally.namespaces,
+        ok = tally.ok,
+        with_findings = tally.with_findings.len(),
+        findings = %kinds.join(","),
+        pods_unchecked = tally.pods_unchecked,
+        unchecked = tally.unchecked,
+        listing_incomplete = tally.listing_incomplete,
+        elapsed_ms,
+        "{message}"
+    );
+}

@@ -1,0 +1,339 @@
+//! The pods of a namespace that pull from ECR, and what stands between them and a pull: pure
+//! functions of the pods, the Secret as read, the ServiceAccounts and the login results.
+
+use std::collections::{BTreeMap, HashMap};
+use std::str::FromStr;
+
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+
+use super::findings::{Finding, Group, SecretState};
+use crate::registry::RegistryHost;
+
+/// The waiting reasons of a container whose image could not be pulled (kubelet's
+/// pkg/kubelet/images: ErrImagePull, then ImagePullBackOff while it backs off).
+pub const PULL_REASONS: &[&str] = &["ErrImagePull", "ImagePullBackOff"];
+
+/// The hosts a check holds a pod's images against: those the refresh writes.
+#[derive(Debug, Clone)]
+pub struct Managed {
+    /// Exact hosts, dual-stack twins included when they are written.
+    pub hosts: Vec<String>,
+    /// ECR_REFRESH_REGISTRIES empty and no host recorded yet: any private registry in this
+    /// region may be the caller's own.
+    pub any_in_region: Option<String>,
+    pub dual_stack: bool,
+}
+
+impl Managed {
+    pub fn covers(&self, host: &RegistryHost) -> bool {
+        self.hosts.iter().any(|h| h == host.host())
+            || self.any_in_region.as_deref().is_some_and(|region| {
+                !host.is_public() && host.region() == region && !host.is_dual_stack()
+            })
+    }
+
+    /// What to do about a host not covered.
+    fn hint(&self, host: &RegistryHost) -> String {
+        let sibling = self.hosts.iter().any(|h| {
+            RegistryHost::from_str(h).is_ok_and(|h| {
+                !h.is_dual_stack()
+                    && h.account() == host.account()
+                    && h.region() == host.region()
+                    && h.is_public() == host.is_public()
+            })
+        });
+        if host.is_dual_stack() && sibling && !self.dual_stack {
+            "; its IPv4 host is managed but ECR_REFRESH_DUAL_STACK is off: set it to true".into()
+        } else {
+            "; add it to ECR_REFRESH_REGISTRIES".into()
+        }
+    }
+}
+
+/// The registry host of an image reference, as the container runtime reads it: the first
+/// path component when it holds a `.` or a `:` or is `localhost`; else Docker Hub.
+pub fn image_host(image: &str) -> Option<&str> {
+    let (first, rest) = image.split_once('/')?;
+    (!rest.is_empty() && (first.contains('.') || first.contains(':') || first == "localhost"))
+        .then_some(first)
+}
+
+/// One container's image on an ECR host.
+#[derive(Debug, Clone)]
+pub struct EcrImage {
+    pub container: String,
+    pub image: String,
+    pub host: RegistryHost,
+}
+
+/// The images of a pod's containers, init containers and ephemeral containers on ECR hosts.
+pub fn ecr_images(pod: &Pod) -> Vec<EcrImage> {
+    let Some(spec) = &pod.spec else {
+        return Vec::new();
+    };
+    let named = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| (&c.name, &c.image))
+        .chain(spec.containers.iter().map(|c| (&c.name, &c.image)))
+        .chain(
+            spec.ephemeral_containers
+                .iter()
+                .flatten()
+                .map(|c| (&c.name, &c.image)),
+        );
+    named
+        .filter_map(|(name, image)| {
+            let image = image.as_deref()?;
+            let host = RegistryHost::from_str(image_host(image)?).ok()?;
+            Some(EcrImage {
+                container: name.clone(),
+                image: image.to_owned(),
+                host,
+            })
+        })
+        .collect()
+}
+
+/// The ServiceAccount a pod runs as.
+pub fn service_account(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.as_deref())
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default")
+}
+
+/// Whether the pod lists the Secret in its own imagePullSecrets.
+pub fn references_directly(pod: &Pod, secret: &str) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.image_pull_secrets.as_ref())
+        .is_some_and(|l| l.iter().any(|r| r.name == secret))
+}
+
+/// Whether a ServiceAccount lists the Secret in its imagePullSecrets.
+pub fn account_references(account: &ServiceAccount, secret: &str) -> bool {
+    account
+        .image_pull_secrets
+        .as_ref()
+        .is_some_and(|l| l.iter().any(|r| r.name == secret))
+}
+
+/// The pod's controller (`ReplicaSet/web-7d9f8`), or the pod itself.
+pub fn owner(pod: &Pod) -> String {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| format!("{}/{}", o.kind, o.name))
+        .unwrap_or_else(|| format!("Pod/{}", pod.metadata.name.as_deref().unwrap_or_default()))
+}
+
+/// Containers waiting on a pull: (container, reason, the kubelet's message).
+pub fn stuck(pod: &Pod) -> Vec<(String, String, String)> {
+    let Some(status) = &pod.status else {
+        return Vec::new();
+    };
+    status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .chain(status.ephemeral_container_statuses.iter().flatten())
+        .filter_map(|s| {
+            let waiting = s.state.as_ref()?.waiting.as_ref()?;
+            let reason = waiting.reason.as_deref()?;
+            PULL_REASONS.contains(&reason).then(|| {
+                (
+                    s.name.clone(),
+                    reason.to_owned(),
+                    waiting.message.clone().unwrap_or_default(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// What is known of a ServiceAccount the pods run as.
+#[derive(Debug, Clone)]
+pub enum Account {
+    /// It lists the Secret, or it does not.
+    Found {
+        lists_secret: bool,
+    },
+    Missing,
+    /// Not readable (no rights, an error): nothing is said about wiring through it.
+    Unknown,
+}
+
+/// Everything a namespace's pods are held against.
+pub struct Context<'a> {
+    pub secret_name: &'a str,
+    pub secret: &'a SecretState,
+    pub managed: &'a Managed,
+    pub accounts: &'a HashMap<String, Account>,
+    /// Login findings by registry host (only hosts whose login was tried and failed).
+    pub logins: &'a BTreeMap<String, Finding>,
+}
+
+/// The pods' findings, those of one controller merged into one with a count.
+pub fn pod_findings(pods: &[Pod], cx: &Context<'_>) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for pod in pods {
+        let images = ecr_images(pod);
+        if images.is_empty() {
+            continue;
+        }
+        let group = Group {
+            owner: owner(pod),
+            example: pod.metadata.name.clone().unwrap_or_default(),
+            count: 1,
+        };
+        for image in &images {
+            if !cx.managed.covers(&image.host) {
+                found.push(Finding::NotCovered {
+                    host: image.host.host().to_owned(),
+                    pods: group.clone(),
+                    hint: cx.managed.hint(&image.host),
+                });
+            }
+        }
+        let account = service_account(pod);
+        let not_wired = if references_directly(pod, cx.secret_name) {
+            None
+        } else {
+            match cx.accounts.get(account) {
+                Some(Account::Found {
+                    lists_secret: false,
+                }) => Some(format!(
+                    "neither the pod nor its ServiceAccount lists {} in imagePullSecrets",
+                    cx.secret_name
+                )),
+                Some(Account::Missing) => Some(format!(
+                    "the pod does not list {} in imagePullSecrets, and its ServiceAccount does not exist",
+                    cx.secret_name
+                )),
+                _ => None,
+            }
+        };
+        if let Some(why) = &not_wired {
+            found.push(Finding::NotWired {
+                pods: group.clone(),
+                service_account: account.to_owned(),
+                why: why.clone(),
+            });
+        }
+        for (container, reason, message) in stuck(pod) {
+            let Some(image) = images.iter().find(|i| i.container == container) else {
+                continue;
+            };
+            let explained_by = explain(image, not_wired.is_some(), cx, &message);
+            found.push(Finding::PullStuck {
+                pods: group.clone(),
+                reason,
+                image: image.image.clone(),
+                explained_by,
+            });
+        }
+    }
+    merge(found)
+}
+
+/// Which findings explain a stuck pull of `image`, or "none of the above" with the kubelet's
+/// message.
+fn explain(image: &EcrImage, not_wired: bool, cx: &Context<'_>, message: &str) -> String {
+    let host = image.host.host();
+    let mut causes: Vec<String> = cx
+        .secret
+        .findings
+        .iter()
+        .filter(|f| f.blocks_every_pull() || matches!(f, Finding::NoEntry(h) if h == host))
+        .map(Finding::kind)
+        .map(str::to_owned)
+        .collect();
+    if !cx.managed.covers(&image.host) {
+        causes.push("registry-not-covered".into());
+    }
+    if not_wired {
+        causes.push("not-wired".into());
+    }
+    if let Some(login) = cx.logins.get(host) {
+        causes.push(login.kind().into());
+    }
+    if causes.is_empty() {
+        let message: String = message.chars().take(300).collect();
+        format!("explained by none of the above (the kubelet says: {message})")
+    } else {
+        format!("explained by {}", causes.join(", "))
+    }
+}
+
+/// One finding per controller: the same finding for pods of one owner becomes one with a count.
+fn merge(found: Vec<Finding>) -> Vec<Finding> {
+    let mut merged: BTreeMap<Finding, Finding> = BTreeMap::new();
+    for finding in found {
+        let mut key = finding.clone();
+        if let Some(group) = group_mut(&mut key) {
+            group.example.clear();
+            group.count = 0;
+        }
+        merged
+            .entry(key)
+            .and_modify(|kept| {
+                if let Some(group) = group_mut(kept) {
+                    group.count += 1;
+                }
+            })
+            .or_insert(finding);
+    }
+    merged.into_values().collect()
+}
+
+fn group_mut(finding: &mut Finding) -> Option<&mut Group> {
+    match finding {
+        Finding::NotCovered { pods, .. }
+        | Finding::NotWired { pods, .. }
+        | Finding::PullStuck { pods, .. } => Some(pods),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_of_an_image_is_read_as_the_runtime_reads_it() {
+        let cases = [
+            (
+                "123456789012.dkr.ecr.us-east-1.amazonaws.com/app:1",
+                Some("123456789012.dkr.ecr.us-east-1.amazonaws.com"),
+            ),
+            ("public.ecr.aws/nginx/nginx:latest", Some("public.ecr.aws")),
+            ("localhost/x", Some("localhost")),
+            ("registry:5000/x", Some("registry:5000")),
+            ("nginx", None),
+            ("library/nginx:1", None),
+        ];
+        for (image, host) in cases {
+            assert_eq!(image_host(image), host, "{image}");
+        }
+    }
+
+    #[test]
+    fn a_dual_stack_host_not_written_says_to_turn_dual_stack_on() {
+        let managed = Managed {
+            hosts: vec!["123456789012.dkr.ecr.us-east-1.amazonaws.com".into()],
+            any_in_region: None,
+            dual_stack: false,
+        };
+        let twin = RegistryHost::from_str("123456789012.dkr-ecr.us-east-1.on.aws").unwrap();
+        assert!(!managed.covers(&twin));
+        assert!(managed.hint(&twin).contains("ECR_REFRESH_DUAL_STACK"));
+        let other = RegistryHost::from_str("210987654321.dkr.ecr.us-east-1.amazonaws.com").unwrap();
+        assert!(managed.hint(&other).contains("ECR_REFRESH_REGISTRIES"));
+    }
+}
