@@ -242,7 +242,7 @@ impl Shared {
             status::forbidden(
                 resource.plural(),
                 name,
-                &Rbac::refusal(&attrs, &reason),
+                &rbac.refusal(&attrs, &reason),
                 Vec::new(),
             )
         })
@@ -276,12 +276,8 @@ impl Shared {
                 EventApi::Core => "events".to_owned(),
                 EventApi::Events => format!("events.{}", events::GROUP),
             };
-            let mut e = status::forbidden(
-                &qualified,
-                name,
-                &Rbac::refusal(&attrs, &reason),
-                Vec::new(),
-            );
+            let mut e =
+                status::forbidden(&qualified, name, &rbac.refusal(&attrs, &reason), Vec::new());
             // Details name the group and the plain resource, as NewForbidden does.
             e.body["details"]["kind"] = json!("events");
             if api == EventApi::Events {
