@@ -29,8 +29,30 @@ pub fn kustomize(dir: &Path) -> String {
 /// A variant ("" for manifests/, "namespaced"), as shipped or with the service-accounts
 /// component, rendered from `root` (a manifests directory: a copy, see [`copy`]).
 pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> String {
+    render_overlay_from(root, variant, "", with_service_accounts)
+}
+
+/// A variant rendered through an overlay of the user's: `fields` are its kustomization's
+/// own lines (`namespace: platform`, `namePrefix: prod-`), with or without the
+/// service-accounts component.
+pub fn render_overlay(variant: &str, fields: &str, with_service_accounts: bool) -> String {
+    let copy = copy();
+    render_overlay_from(
+        &copy.path().join("manifests"),
+        variant,
+        fields,
+        with_service_accounts,
+    )
+}
+
+fn render_overlay_from(
+    root: &Path,
+    variant: &str,
+    fields: &str,
+    with_service_accounts: bool,
+) -> String {
     let dir = root.join(variant);
-    if !with_service_accounts {
+    if !with_service_accounts && fields.is_empty() {
         return kustomize(&dir);
     }
     // An overlay next to the manifests directory: kustomize takes relative paths only,
@@ -44,12 +66,16 @@ pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> S
         .file_name()
         .and_then(|n| n.to_str())
         .expect("a directory name");
+    let components = if with_service_accounts {
+        format!("components: [\"../{manifests}/components/service-accounts\"]\n")
+    } else {
+        String::new()
+    };
     std::fs::write(
         overlay.join("kustomization.yaml"),
         format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-             resources: [\"../{manifests}/{variant}\"]\n\
-             components: [\"../{manifests}/components/service-accounts\"]\n"
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n{fields}\n\
+             resources: [\"../{manifests}/{variant}\"]\n{components}"
         ),
     )
     .expect("writing the overlay");
