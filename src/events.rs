@@ -60,14 +60,18 @@ pub struct Failure<'a> {
     pub note: String,
 }
 
-/// Writes the failure's Warning Event when Events are on (ECR_REFRESH_EVENTS).
-pub async fn failed(client: &Client, enabled: bool, failure: Failure<'_>) {
+/// Writes the failure's Warning Event when Events are on (ECR_REFRESH_EVENTS). In a dry run
+/// it is sent with `dryRun=All`, as every other write: validated and admitted, not stored.
+pub async fn failed(client: &Client, enabled: bool, dry_run: bool, failure: Failure<'_>) {
     if !enabled {
         return;
     }
     let api: Api<Event> = Api::namespaced(client.clone(), failure.namespace);
     let event = event(&failure, SystemTime::now(), &instance());
-    let params = PostParams::default();
+    let params = PostParams {
+        dry_run,
+        ..PostParams::default()
+    };
     match retry::send("create event", || api.create(&params, &event)).await {
         Ok(_) => debug!(
             namespace = failure.namespace,
