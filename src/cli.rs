@@ -137,7 +137,8 @@ Exit codes:
   0  every selected namespace refreshed (or skipped with a reason)
   1  some namespaces failed or were left undone
   2  invalid configuration or arguments: nothing was sent
-  3  no token, login refused, or the cluster unreachable or refusing: nothing was written
+  3  no token, login refused, or the cluster unreachable or refusing: no Secret was written
+     (the error names any ServiceAccount given the Secret before the token failed)
 ",
     );
     text

@@ -30,6 +30,11 @@ pub enum Registries<'a> {
     Own { region: Option<&'a str> },
 }
 
+/// How long an ECR token lives: no token of ours expires later than this after its fetch.
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+/// How far our clock may be behind the one that recorded an expiry.
+pub const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
+
 /// What a Secret that is not due must satisfy, besides its content matching our record.
 #[derive(Debug, Clone, Copy)]
 pub struct Policy<'a> {
@@ -57,7 +62,12 @@ pub enum Due {
     /// before the record.
     NoExpiry,
     UnreadableExpiry,
-    /// Its token has less than RENEW_BEFORE left.
+    /// The recorded expiry is further ahead than a token lives (TOKEN_LIFETIME and
+    /// CLOCK_SKEW): not one of our writes, whoever wrote it, so not believed.
+    ImplausibleExpiry {
+        expires_at: SystemTime,
+    },
+    /// Its token has less than RENEW_BEFORE left (always, with RENEW_BEFORE 12h or more).
     ExpiresSoon {
         expires_at: SystemTime,
         due_at: SystemTime,
@@ -78,6 +88,7 @@ impl Due {
             Self::Missing => "missing",
             Self::NoExpiry => "no-expiry",
             Self::UnreadableExpiry => "unreadable-expiry",
+            Self::ImplausibleExpiry { .. } => "implausible-expiry",
             Self::ExpiresSoon { .. } => "expires-soon",
             Self::MissingRegistry(_) => "missing-registry",
             Self::StaleRegistry(_) => "stale-registry",
@@ -94,6 +105,12 @@ impl fmt::Display for Due {
             Self::MissingRegistry(host) | Self::StaleRegistry(host) => {
                 write!(f, "{} {host}", self.as_str())
             }
+            Self::ImplausibleExpiry { expires_at } => write!(
+                f,
+                "{} {} (a token lives 12h)",
+                self.as_str(),
+                humantime::format_rfc3339_seconds(*expires_at)
+            ),
             _ => f.write_str(self.as_str()),
         }
     }
@@ -118,11 +135,19 @@ pub fn decide(secret: Option<&Secret>, policy: &Policy<'_>, now: SystemTime) -> 
     let Ok(expires_at) = humantime::parse_rfc3339(expiry.trim()) else {
         return Decision::Due(Due::UnreadableExpiry);
     };
+    // Anyone who may edit the Secret may write any expiry (ecr-refresh's own token too:
+    // the admission policy lets it set ecr-refresh/ annotations). One past what a token
+    // can live would keep the Secret fresh forever while its token dies.
+    if expires_at > now + TOKEN_LIFETIME + CLOCK_SKEW {
+        return Decision::Due(Due::ImplausibleExpiry { expires_at });
+    }
     // A RENEW_BEFORE reaching back before 1970 makes every Secret due.
     let due_at = expires_at
         .checked_sub(policy.renew_before)
         .unwrap_or(SystemTime::UNIX_EPOCH);
-    if now >= due_at {
+    // RENEW_BEFORE of a token's lifetime or more means every run: no recorded expiry, even
+    // one inside the clock-skew allowance, keeps a Secret from being written.
+    if now >= due_at || policy.renew_before >= TOKEN_LIFETIME {
         return Decision::Due(Due::ExpiresSoon { expires_at, due_at });
     }
 
@@ -419,6 +444,35 @@ mod tests {
                 Decision::Due(Due::ExpiresSoon {
                     expires_at: expires(12),
                     due_at: now() - HOUR,
+                }),
+            ),
+            (
+                "an expiry further ahead than a token lives",
+                Some(ours(&[A], "9999-12-31T23:59:59Z")),
+                policy(8, a),
+                Decision::Due(Due::ImplausibleExpiry {
+                    expires_at: humantime::parse_rfc3339("9999-12-31T23:59:59Z").unwrap(),
+                }),
+            ),
+            (
+                "an expiry 12h ahead, inside the clock-skew allowance",
+                Some(ours(&[A], &at(12))),
+                policy(8, a),
+                Decision::Fresh {
+                    expires_at: expires(12),
+                    due_at: expires(4),
+                },
+            ),
+            (
+                "RENEW_BEFORE 12h, with an expiry inside the clock-skew allowance",
+                Some(ours(
+                    &[A],
+                    &humantime::format_rfc3339_seconds(now() + HOUR * 12 + CLOCK_SKEW).to_string(),
+                )),
+                policy(12, a),
+                Decision::Due(Due::ExpiresSoon {
+                    expires_at: now() + HOUR * 12 + CLOCK_SKEW,
+                    due_at: now() + CLOCK_SKEW,
                 }),
             ),
             (

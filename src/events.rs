@@ -77,6 +77,9 @@ pub struct Failure<'a> {
 pub struct Events {
     client: Client,
     enabled: bool,
+    /// ECR_REFRESH_DRY_RUN: every Event is sent with `dryRun=All`, as every other write:
+    /// validated and admitted, not stored.
+    dry_run: bool,
     /// The run's own namespace (the ServiceAccount's, or the kubeconfig context's), where the
     /// summary goes: its operators look there, and the namespaces past the limit are theirs
     /// to fix, not their owners'.
@@ -95,10 +98,11 @@ pub struct Events {
 impl Events {
     /// `enabled` is ECR_REFRESH_EVENTS; `secret` the Secret the summary regards, in the run's
     /// own namespace.
-    pub fn new(client: &Client, enabled: bool, secret: &str) -> Self {
+    pub fn new(client: &Client, enabled: bool, dry_run: bool, secret: &str) -> Self {
         Self {
             client: client.clone(),
             enabled,
+            dry_run,
             home: client.default_namespace().to_owned(),
             secret: secret.to_owned(),
             instance: instance(),
@@ -166,7 +170,10 @@ impl Events {
 
     async fn create(&self, namespace: &str, event: &Event) {
         let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
-        let params = PostParams::default();
+        let params = PostParams {
+            dry_run: self.dry_run,
+            ..PostParams::default()
+        };
         match retry::send("create event", || api.create(&params, event)).await {
             Ok(_) => debug!(
                 namespace,

@@ -2,8 +2,10 @@
 //! the fake API server enforcing the RBAC and the ValidatingAdmissionPolicy rendered by
 //! `kubectl kustomize`, every request a stolen ServiceAccount token could make beyond a
 //! run's own is refused by the policy, while full runs (create, update, adoption of a
-//! kubectl-made Secret, ServiceAccounts, dry run) pass under both variants. With the binding
-//! removed, the same requests go through: the policy is what stops them.
+//! kubectl-made Secret, ServiceAccounts, Events, dry run) pass under both variants. With
+//! the binding removed, the same requests go through: the policy is what stops them. The
+//! same holds for the ServiceAccount an overlay renames (kustomize `namespace:`,
+//! `namePrefix:`, `nameSuffix:`), and the policy holds no other ServiceAccount.
 //!
 //! Needs `kubectl` (for its kustomize) on PATH, as .ci/validate-manifests does.
 
@@ -12,13 +14,19 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use common::manifests::{copy as copy_of_manifests, cronjob_env, documents, render, render_from};
+use common::manifests::{
+    copy as copy_of_manifests, cronjob_env, documents, render, render_from, render_overlay, yaml,
+};
 use common::*;
 use fake_cluster::{FakeCluster, Resource};
 use serde_json::{Value, json};
 
 const DENIED: &str =
     "ValidatingAdmissionPolicy 'ecr-refresh' with binding 'ecr-refresh' denied request: ";
+/// ecr-refresh's ServiceAccount as the manifests name it: (namespace, name).
+const OURS: (&str, &str) = ("ecr-refresh", "ecr-refresh");
+/// The attack that needs an Opaque Secret named like ours in the victim namespace.
+const OPAQUE_UPDATE: &str = "an Opaque Secret named like ours made a pull Secret by a patch";
 
 /// The rendered YAML without the ValidatingAdmissionPolicyBinding.
 fn without_binding(yaml: &str) -> String {
@@ -33,26 +41,32 @@ fn without_binding(yaml: &str) -> String {
 
 /// The fake enforcing the rendered RBAC and policy, and `extra` RBAC.
 fn cluster(rendered: &str, extra: &str) -> FakeCluster {
+    cluster_as(rendered, extra, OURS)
+}
+
+/// The same, every request made as the ServiceAccount `(namespace, name)`.
+fn cluster_as(rendered: &str, extra: &str, (namespace, name): (&str, &str)) -> FakeCluster {
     let rbac = if extra.is_empty() {
         rendered.to_owned()
     } else {
         format!("{rendered}\n---\n{extra}")
     };
     FakeCluster::builder()
+        .service_account(namespace, name)
         .rbac_from_yaml(&rbac)
         .admission_from_yaml(rendered)
         .start()
 }
 
-/// What an older or hand-made install may still grant: everything on Secrets and
-/// ServiceAccounts. The policy must hold without RBAC's help.
+/// What an older or hand-made install may still grant: everything on Secrets,
+/// ServiceAccounts and Events. The policy must hold without RBAC's help.
 const WIDE_RBAC: &str = "
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: too-wide}
 rules:
-- apiGroups: ['']
-  resources: [secrets, serviceaccounts]
+- apiGroups: ['', 'events.k8s.io']
+  resources: [secrets, serviceaccounts, events]
   verbs: ['*']
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -62,6 +76,14 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: too-wide
 subjects:
 - {kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}
 ";
+
+/// [`WIDE_RBAC`] granted to the ServiceAccount `(namespace, name)`.
+fn wide_rbac((namespace, name): (&str, &str)) -> String {
+    WIDE_RBAC.replace(
+        "{kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}",
+        &format!("{{kind: ServiceAccount, name: {name}, namespace: {namespace}}}"),
+    )
+}
 
 /// One HTTP request to the fake, as any client would send it: (status, body).
 fn send(
@@ -138,6 +160,12 @@ fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
     extra_key["data"]["config"] = json!(b64("x"));
     let mut owned = pull_secret_body(SECRET);
     owned["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    let events = format!("/apis/events.k8s.io/v1/namespaces/{ours}/events");
+    let event = |change: &dyn Fn(&mut Value)| {
+        let mut e = event_body(ours);
+        change(&mut e);
+        e
+    };
     vec![
         Attack {
             what: "a service-account-token Secret named like ours",
@@ -299,7 +327,98 @@ fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
             content_type: "application/json",
             body: json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "backdoor" } }),
         },
+        Attack {
+            what: OPAQUE_UPDATE,
+            refused_with: "may only update Secrets of type kubernetes.io/dockerconfigjson",
+            method: "PATCH",
+            path: format!("{creates}/{SECRET}"),
+            content_type: "application/merge-patch+json",
+            body: json!({
+                "metadata": { "labels": { "app.kubernetes.io/managed-by": "ecr-refresh" },
+                              "annotations": { "ecr-refresh/registries": REGISTRY } },
+                "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) }
+            }),
+        },
+        Attack {
+            what: "an Event under another reporting controller",
+            refused_with: "may only write Events with reportingController ecr-refresh",
+            method: "POST",
+            path: events.clone(),
+            content_type: "application/json",
+            body: event(&|e| e["reportingController"] = json!("kubelet")),
+        },
+        Attack {
+            what: "a Normal Event",
+            refused_with: "may only write Events of type Warning",
+            method: "POST",
+            path: events.clone(),
+            content_type: "application/json",
+            body: event(&|e| e["type"] = json!("Normal")),
+        },
+        Attack {
+            what: "an Event regarding a Pod",
+            refused_with: "may only write Events regarding its Secret aws-ecr-token",
+            method: "POST",
+            path: events.clone(),
+            content_type: "application/json",
+            body: event(&|e| {
+                e["regarding"] =
+                    json!({ "apiVersion": "v1", "kind": "Pod", "namespace": ours, "name": "web-0" })
+            }),
+        },
+        Attack {
+            what: "an Event regarding another Secret",
+            refused_with: "may only write Events regarding its Secret aws-ecr-token",
+            method: "POST",
+            path: events.clone(),
+            content_type: "application/json",
+            body: event(&|e| e["regarding"]["name"] = json!("argocd-repo-creds")),
+        },
+        Attack {
+            what: "an Event regarding our Secret in another namespace",
+            refused_with: "may only write Events regarding its Secret aws-ecr-token",
+            method: "POST",
+            path: events.clone(),
+            content_type: "application/json",
+            body: event(&|e| e["regarding"]["namespace"] = json!(victim)),
+        },
+        Attack {
+            what: "an Event with a related object",
+            refused_with: "with no related object",
+            method: "POST",
+            path: events.clone(),
+            content_type: "application/json",
+            body: event(&|e| {
+                e["related"] =
+                    json!({ "apiVersion": "v1", "kind": "Pod", "namespace": ours, "name": "web-0" })
+            }),
+        },
+        Attack {
+            what: "a core/v1 Event",
+            refused_with: "not CREATE events",
+            method: "POST",
+            path: format!("/api/v1/namespaces/{ours}/events"),
+            content_type: "application/json",
+            body: json!({
+                "apiVersion": "v1", "kind": "Event", "metadata": { "name": "web-0.1" },
+                "involvedObject": { "apiVersion": "v1", "kind": "Pod", "namespace": ours, "name": "web-0" },
+                "reason": "Killing", "message": "x", "type": "Warning"
+            }),
+        },
     ]
+}
+
+/// A Warning Event as src/events.rs writes it, regarding our Secret in `namespace`.
+fn event_body(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": { "name": format!("{SECRET}.18a2b3c4d5e6f708"), "namespace": namespace },
+        "eventTime": "2026-12-01T08:00:00.000000Z",
+        "type": "Warning", "reason": "RefreshFailed", "action": "Refresh",
+        "note": "ecr-refresh could not refresh image-pull Secret aws-ecr-token",
+        "reportingController": "ecr-refresh", "reportingInstance": "ecr-refresh-29400050-x7k2p",
+        "regarding": { "apiVersion": "v1", "kind": "Secret", "namespace": namespace, "name": SECRET }
+    })
 }
 
 /// The namespaces the attacks aim at (in the namespaced variant's, so that its Roles let
@@ -346,12 +465,30 @@ fn launch(
     extra_rbac: &str,
     variant: &str,
 ) -> Vec<(&'static str, &'static str, u16, Value)> {
+    launch_as(rendered, extra_rbac, variant, OURS)
+}
+
+/// The same, every request made as the ServiceAccount `who`.
+fn launch_as(
+    rendered: &str,
+    extra_rbac: &str,
+    variant: &str,
+    who: (&str, &str),
+) -> Vec<(&'static str, &'static str, u16, Value)> {
     let (victim, ours) = targets(variant);
     attacks(victim, ours)
         .into_iter()
         .map(|attack| {
-            let cluster = cluster(rendered, extra_rbac);
+            let cluster = cluster_as(rendered, extra_rbac, who);
             seed_targets(&cluster, (victim, ours));
+            if attack.what == OPAQUE_UPDATE {
+                cluster.seed(
+                    Resource::Secrets,
+                    json!({ "metadata": { "name": SECRET, "namespace": victim },
+                            "type": "Opaque", "data": { "token": b64("someone else's") } }),
+                    "kubectl-create",
+                );
+            }
             let (status, body) = send(
                 &cluster,
                 attack.method,
@@ -368,8 +505,8 @@ fn launch(
 fn every_attack_a_stolen_token_could_make_is_refused_by_the_policy_even_with_wider_rbac() {
     for variant in ["", "namespaced"] {
         let rendered = render(variant, true);
-        // The shipped RBAC refuses what it can: a delete, a ServiceAccount create, a
-        // namespaced install outside its namespaces. The policy refuses the rest. With
+        // The shipped RBAC refuses what it can: a delete, a ServiceAccount create, a core
+        // Event, a namespaced install outside its namespaces. The policy refuses the rest. With
         // RBAC granting everything on Secrets and ServiceAccounts, the policy alone
         // refuses them all.
         for (rbac, extra) in [("the manifests' RBAC", ""), ("wide RBAC", WIDE_RBAC)] {
@@ -390,7 +527,9 @@ fn every_attack_a_stolen_token_could_make_is_refused_by_the_policy_even_with_wid
                     // ServiceAccount create are left to it.
                     assert_eq!(
                         by_rbac,
-                        what == "a delete of our Secret" || what == "a ServiceAccount create",
+                        what == "a delete of our Secret"
+                            || what == "a ServiceAccount create"
+                            || what == "a core/v1 Event",
                         "{what}: {body}"
                     );
                 }
@@ -718,33 +857,29 @@ fn a_renamed_secret_and_namespace_are_followed_by_the_rbac_and_the_policy() {
     );
 
     let renamed = render_from(&root, "", true);
+    let held = documents(&renamed)
+        .into_iter()
+        .find(|d| {
+            d["kind"] == "ClusterRoleBinding" && d["metadata"]["name"] == "ecr-refresh-admission"
+        })
+        .expect("the binding that puts the ServiceAccount under the policy");
+    assert_eq!(
+        held["subjects"],
+        json!([{ "kind": "ServiceAccount", "name": "ecr-refresh", "namespace": "platform" }])
+    );
     let policy = documents(&renamed)
         .into_iter()
         .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
         .expect("a policy");
-    let condition = policy["spec"]["matchConditions"][0]["expression"]
-        .as_str()
-        .unwrap();
-    assert!(
-        condition.ends_with("== 'system:serviceaccount:' + 'platform' + ':' + 'ecr-refresh'"),
-        "{condition}"
-    );
     assert_eq!(policy["spec"]["variables"][0]["expression"], "'team-pull'");
     let role = documents(&renamed)
         .into_iter()
-        .find(|d| d["kind"] == "ClusterRole")
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "ecr-refresh")
         .unwrap();
     assert_eq!(role["rules"][0]["resourceNames"], json!(["team-pull"]));
 
-    // The fake's user is ecr-refresh's ServiceAccount in namespace ecr-refresh: render once
-    // more with only the Secret renamed, and run.
-    let base_text = std::fs::read_to_string(&base).unwrap();
-    write(
-        &base,
-        &base_text.replace("namespace: platform", "namespace: ecr-refresh"),
-    );
-    let rendered = render_from(&root, "", true);
-    let h = Harness::with(cluster(&rendered, ""));
+    let rendered = renamed;
+    let h = Harness::with(cluster_as(&rendered, "", ("platform", "ecr-refresh")));
     h.namespaces(&["team-a"]);
     let env = cronjob_env(&rendered);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -773,4 +908,185 @@ fn a_renamed_secret_and_namespace_are_followed_by_the_rbac_and_the_policy() {
         message(&body).contains("may only write the Secret named team-pull"),
         "{body}"
     );
+}
+
+/// The overlays a user writes to install elsewhere, and the ServiceAccount each makes:
+/// (kustomization lines, namespace, name).
+const OVERLAYS: [(&str, &str, &str); 4] = [
+    ("namespace: platform", "platform", "ecr-refresh"),
+    ("namePrefix: prod-", "ecr-refresh", "prod-ecr-refresh"),
+    ("nameSuffix: -blue", "ecr-refresh", "ecr-refresh-blue"),
+    (
+        "namespace: platform\nnamePrefix: prod-\nnameSuffix: -blue",
+        "platform",
+        "prod-ecr-refresh-blue",
+    ),
+];
+
+/// The rendered ServiceAccount (namespace, name), and the policy's denial prefix under the
+/// names the overlay gave the policy and its binding.
+fn renamed(rendered: &str) -> ((String, String), String) {
+    let docs = documents(rendered);
+    let of = |kind: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind)
+            .unwrap_or_else(|| panic!("a {kind}"))
+            .clone()
+    };
+    let account = of("ServiceAccount");
+    let binding = of("ValidatingAdmissionPolicyBinding");
+    let policy = of("ValidatingAdmissionPolicy");
+    assert_eq!(
+        binding["spec"]["policyName"], policy["metadata"]["name"],
+        "the binding names the policy"
+    );
+    let denied = format!(
+        "ValidatingAdmissionPolicy '{}' with binding '{}' denied request: ",
+        policy["metadata"]["name"].as_str().unwrap(),
+        binding["metadata"]["name"].as_str().unwrap()
+    );
+    let who = (
+        account["metadata"]["namespace"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        account["metadata"]["name"].as_str().unwrap().to_owned(),
+    );
+    (who, denied)
+}
+
+#[test]
+fn every_attack_as_the_service_account_an_overlay_renames_is_refused_by_the_policy() {
+    for variant in ["", "namespaced"] {
+        for (fields, namespace, name) in OVERLAYS {
+            // The namespaced variant's Roles live in the target namespaces: kustomize refuses
+            // to move them all into one (an ID conflict), loudly.
+            if variant == "namespaced" && fields.contains("namespace:") {
+                continue;
+            }
+            let rendered = render_overlay(variant, fields, true);
+            let ((ns, sa), denied) = renamed(&rendered);
+            assert_eq!((ns.as_str(), sa.as_str()), (namespace, name), "{fields}");
+            let who = (namespace, name);
+            // RBAC granting everything on what the policy guards: the policy alone refuses.
+            for (what, rule, status, body) in launch_as(&rendered, &wide_rbac(who), variant, who) {
+                assert_eq!(status, 403, "{variant:?}, {fields:?}: {what}: {body}");
+                assert!(
+                    message(&body).contains(&denied) && message(&body).contains(rule),
+                    "{variant:?}, {fields:?}: {what} not refused by the policy for {rule:?}: {body}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_full_run_as_the_renamed_service_account_passes_and_its_warning_event_is_admitted() {
+    for (fields, namespace, name) in OVERLAYS {
+        let rendered = render_overlay("", fields, true);
+        let h = Harness::with(cluster_as(&rendered, "", (namespace, name)));
+        seed_run(&h, ["team-updated", "team-adopted", "team-fresh"]);
+        // A namespace that fails (someone's Opaque Secret under our name): its Event.
+        h.cluster.add_namespace("team-broken", &[]);
+        h.seed_secret(
+            "team-broken",
+            "kubectl-create",
+            json!({ "type": "Opaque", "data": { "token": b64("someone else's") } }),
+        );
+        let env = cronjob_env(&rendered);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut dry_env = env.clone();
+        dry_env.push(("ECR_REFRESH_DRY_RUN", "true"));
+
+        let dry = h.run(&dry_env);
+        let run = h.run(&env);
+
+        dry.expect_code(1);
+        run.expect_code(1);
+        assert_eq!(
+            refused(&h),
+            Vec::<String>::new(),
+            "{fields:?}: refused requests"
+        );
+        assert_eq!(run.outcome("team-fresh"), "created", "{fields:?}");
+        assert_eq!(run.outcome("team-updated"), "updated", "{fields:?}");
+        assert_eq!(run.outcome("team-broken"), "failed", "{fields:?}");
+        let events = h.cluster.events("team-broken");
+        assert_eq!(
+            events.len(),
+            1,
+            "{fields:?}: the real run's Event only: {events:?}"
+        );
+        assert_eq!(events[0]["reason"], "WrongSecretType");
+        let posts: Vec<String> = h
+            .cluster
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path.contains("/events"))
+            .map(|r| format!("{} {}", r.status, r.query.contains("dryRun=All")))
+            .collect();
+        assert_eq!(posts, ["201 true", "201 false"], "{fields:?}");
+        assert_eq!(
+            h.cluster
+                .get(Resource::ServiceAccounts, "team-fresh", "default")
+                .unwrap()["imagePullSecrets"],
+            json!([{ "name": "team-creds" }, { "name": SECRET }])
+        );
+    }
+}
+
+#[test]
+fn the_policy_holds_no_other_service_account() {
+    let rendered = render("", true);
+    let builder = ("ci", "builder");
+    for (what, _, status, body) in launch_as(&rendered, &wide_rbac(builder), "", builder) {
+        assert!(
+            (200..300).contains(&status),
+            "{what}, as another ServiceAccount with the same rights, is RBAC's alone: {status} {body}"
+        );
+    }
+}
+
+#[test]
+fn the_service_account_granted_everything_is_exempt_and_one_unbound_from_the_policy_is_not_held() {
+    let rendered = render("", true);
+    // cluster-admin: a user who may delete the policy is not one it can hold.
+    let admin = "
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: admin-ish}
+rules:
+- {apiGroups: ['*'], resources: ['*'], verbs: ['*']}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: admin-ish}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin-ish}
+subjects:
+- {kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}
+";
+    let attack = &attacks("victim", "ours")[1];
+    for (why, yaml) in [
+        ("granted everything", format!("{rendered}\n---\n{admin}")),
+        (
+            "without the binding to ecr-refresh-admission",
+            yaml(
+                &documents(&rendered)
+                    .into_iter()
+                    .filter(|d| d["metadata"]["name"] != "ecr-refresh-admission")
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+    ] {
+        let cluster = cluster(&yaml, "");
+        seed_targets(&cluster, targets(""));
+        let (status, body) = send(
+            &cluster,
+            attack.method,
+            &attack.path,
+            attack.content_type,
+            &attack.body,
+        );
+        assert_eq!(status, 201, "{why}: {body}");
+    }
 }

@@ -468,3 +468,109 @@ fn without_configured_registries_the_callers_own_registry_stays_fresh() {
     assert_eq!(moved.line("a")["due"], format!("stale-registry {REGISTRY}"));
     assert_eq!(h.ecr.calls().len(), 2);
 }
+
+#[test]
+fn a_recorded_expiry_further_ahead_than_a_token_lives_is_not_believed() {
+    let h = Harness::new();
+    h.namespaces(&["frozen", "skewed"]);
+    h.run(&[RENEW_8H]).expect_code(0);
+    // What anyone who may edit the Secret (ecr-refresh's own token included) can write to
+    // freeze it, and an expiry just inside the clock-skew allowance, which is believed.
+    edit(
+        &h,
+        "frozen",
+        json!({ "metadata": { "annotations": { "ecr-refresh/token-expires-at": "9999-12-31T23:59:59Z" } } }),
+    );
+    let inside_skew = humantime::format_rfc3339_seconds(
+        SystemTime::now() + Duration::from_secs(12 * 3600 + 3 * 60),
+    )
+    .to_string();
+    edit(
+        &h,
+        "skewed",
+        json!({ "metadata": { "annotations": { "ecr-refresh/token-expires-at": inside_skew } } }),
+    );
+
+    let run = h.run(&[RENEW_8H]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("frozen"), "updated");
+    assert_eq!(
+        run.line("frozen")["due"],
+        "implausible-expiry 9999-12-31T23:59:59Z (a token lives 12h)"
+    );
+    assert_ne!(
+        annotation(&h.secret("frozen").unwrap(), "ecr-refresh/token-expires-at"),
+        "9999-12-31T23:59:59Z"
+    );
+    assert_eq!(run.outcome("skewed"), "fresh");
+}
+
+#[test]
+fn the_default_renew_before_writes_every_secret_whatever_its_recorded_expiry() {
+    let h = Harness::new();
+    h.namespaces(&["frozen", "skewed"]);
+    h.run(&[]).expect_code(0);
+    edit(
+        &h,
+        "frozen",
+        json!({ "metadata": { "annotations": { "ecr-refresh/token-expires-at": "9999-12-31T23:59:59Z" } } }),
+    );
+    // Believed (inside the clock-skew allowance), and 12h ahead: still written.
+    let inside_skew = humantime::format_rfc3339_seconds(
+        SystemTime::now() + Duration::from_secs(12 * 3600 + 3 * 60),
+    )
+    .to_string();
+    edit(
+        &h,
+        "skewed",
+        json!({ "metadata": { "annotations": { "ecr-refresh/token-expires-at": inside_skew } } }),
+    );
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("frozen"), "updated");
+    assert_eq!(run.outcome("skewed"), "updated");
+    assert_eq!(run.line("skewed")["due"], "expires-soon");
+    assert_eq!(run.summary()["fresh"], 0);
+}
+
+#[test]
+fn an_exit_3_run_names_the_service_accounts_it_patched_before_the_token_failed() {
+    let h = Harness::new();
+    h.namespaces(&["fresh"]);
+    let accounts = ("ECR_REFRESH_SERVICE_ACCOUNTS", "default");
+    h.run(&[RENEW_8H]).expect_code(0);
+    // Since that run: a ServiceAccount without our entry where the Secret is fresh, and a
+    // new namespace whose Secret is due, when ECR refuses.
+    h.cluster.seed(
+        Resource::ServiceAccounts,
+        json!({ "metadata": { "name": "default", "namespace": "fresh" } }),
+        "kube-controller-manager",
+    );
+    h.cluster.add_namespace("new", &[]);
+    h.ecr.add_fault(EcrFault::AccessDenied, None);
+
+    let run = h.run(&[RENEW_8H, accounts, ("ECR_REFRESH_CONCURRENCY", "1")]);
+
+    run.expect_code(3);
+    let account = h
+        .cluster
+        .get(Resource::ServiceAccounts, "fresh", "default")
+        .unwrap();
+    assert_eq!(account["imagePullSecrets"], json!([{ "name": SECRET }]));
+    let last = run.lines.last().unwrap();
+    assert_ne!(last["message"], "nothing was written", "{last}");
+    assert_eq!(last["service_accounts_added"], "fresh/default", "{last}");
+    let error = last["error"].as_str().unwrap();
+    assert!(error.contains("AccessDeniedException"), "{error}");
+    assert!(error.contains("no Secret was written"), "{error}");
+    let message: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert!(
+        message["error"].as_str().unwrap().contains("fresh/default"),
+        "{message}"
+    );
+    assert!(h.secret("new").is_none());
+}

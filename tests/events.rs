@@ -429,3 +429,32 @@ fn a_hundred_failing_namespaces_get_an_event_each_and_no_summary() {
         run.stdout
     );
 }
+
+#[test]
+fn a_dry_run_sends_its_event_with_dry_run_all_and_stores_none() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    seed_wrong_type(&h, "team-a");
+
+    let run = h.run(&[("ECR_REFRESH_DRY_RUN", "true")]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("team-a"), "failed");
+    let posts: Vec<String> = h
+        .cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path.starts_with(EVENTS_PATH))
+        .map(|r| format!("{} {}?{}", r.status, r.path, r.query))
+        .collect();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert!(
+        posts[0].starts_with("201 ") && posts[0].contains("dryRun=All"),
+        "{posts:?}"
+    );
+    assert_eq!(
+        h.cluster.events("team-a"),
+        Vec::<Value>::new(),
+        "nothing stored"
+    );
+}

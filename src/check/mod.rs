@@ -267,7 +267,12 @@ fn managed(config: &Config, region: Option<&str>, secret: Option<&Secret>) -> Ma
         hosts = recorded;
     }
     if config.dual_stack {
-        let twins: Vec<RegistryHost> = hosts.iter().filter_map(|h| h.dual_stack_twin()).collect();
+        // A partition without dual-stack has no twin to expect; a refresh refuses that
+        // configuration before it writes, so a check has nothing to add about it.
+        let twins: Vec<RegistryHost> = hosts
+            .iter()
+            .filter_map(|h| h.dual_stack_twin().ok().flatten())
+            .collect();
         hosts.extend(twins);
     }
     let mut names: Vec<String> = Vec::new();

@@ -36,12 +36,40 @@ enum Unavailable {
     /// Stopped (deadline or SIGTERM) before the first namespace: exit 1, as any stop.
     #[error("stopped before any namespace was written: {0}; the next run covers them")]
     Stopped(&'static str),
-    #[error("{0}")]
-    Tokens(Arc<TokenError>),
+    /// No tokens. ServiceAccounts of namespaces that needed none (fresh Secrets) may have
+    /// been given the Secret before the failure: `accounts_added` says which, so that the
+    /// summary says what was written.
+    #[error("{error}{}", accounts_note(.accounts_added))]
+    Tokens {
+        error: Arc<TokenError>,
+        accounts_added: Vec<String>,
+    },
     #[error("{0}")]
     Cluster(#[from] cluster::ClusterError),
     #[error("{0}")]
     Namespaces(#[from] crate::namespaces::NamespaceError),
+}
+
+/// What the exit-3 message adds when ServiceAccounts were written before the tokens failed.
+fn accounts_note(added: &[String]) -> String {
+    if added.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; no Secret was written, but the Secret was already added to the imagePullSecrets of \
+             these ServiceAccounts (their namespaces' Secrets were fresh): {}",
+            added.join(", ")
+        )
+    }
+}
+
+impl Unavailable {
+    fn accounts_added(&self) -> &[String] {
+        match self {
+            Self::Tokens { accounts_added, .. } => accounts_added,
+            _ => &[],
+        }
+    }
 }
 
 /// Runs once and returns the process exit code.
@@ -68,7 +96,17 @@ pub async fn run(
                 Unavailable::Stopped(_) => exit::FAILED,
                 _ => exit::UNAVAILABLE,
             };
-            error!(error = %e, exit_code = code, "nothing was written");
+            let added = e.accounts_added();
+            if added.is_empty() {
+                error!(error = %e, exit_code = code, "nothing was written");
+            } else {
+                error!(
+                    error = %e,
+                    exit_code = code,
+                    service_accounts_added = %added.join(","),
+                    "no Secret was written; ServiceAccounts were"
+                );
+            }
             write_termination_message(
                 &config.termination_log,
                 &report::termination_error(code, &e.to_string()),
@@ -117,6 +155,8 @@ struct Shared<'a> {
     tokens: &'a Tokens<'a>,
     stop: &'a Stop,
     events: &'a events::Events,
+    /// `namespace/account` of every ServiceAccount given the Secret so far.
+    accounts_added: std::sync::Mutex<Vec<String>>,
 }
 
 /// The cluster and the first namespace page, then every namespace.
@@ -139,7 +179,12 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
     } else {
         Registries::Configured(&config.registries)
     };
-    let events = events::Events::new(&prepared.client, config.events, config.secret_name.as_str());
+    let events = events::Events::new(
+        &prepared.client,
+        config.events,
+        config.dry_run,
+        config.secret_name.as_str(),
+    );
     let shared = Shared {
         config,
         client: &prepared.client,
@@ -150,11 +195,23 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         tokens: &tokens,
         stop: &stop,
         events: &events,
+        accounts_added: std::sync::Mutex::default(),
     };
     let report = refresh_all(&shared, prepared.pages, prepared.first).await;
     // Failures past the Events' limit are counted, even if the tokens then failed the run.
     events.summarize().await;
-    let report = report.map_err(Unavailable::Tokens)?;
+    let report = report.map_err(|error| {
+        let mut added = shared
+            .accounts_added
+            .lock()
+            .map(|mut a| std::mem::take(&mut *a))
+            .unwrap_or_default();
+        added.sort();
+        Unavailable::Tokens {
+            error,
+            accounts_added: added,
+        }
+    })?;
     // No token fetched (nothing was due): no registries or expiry to report.
     let summary = tokens
         .fetched()
@@ -176,7 +233,10 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
     // or written. Said before the cluster is asked anything.
     if config.registries.is_empty() && sdk.region().is_none() {
         let no_region = TokenError::Token(ecr::EcrError::NoRegion);
-        return Err(Unavailable::Tokens(Arc::new(no_region)));
+        return Err(Unavailable::Tokens {
+            error: Arc::new(no_region),
+            accounts_added: Vec::new(),
+        });
     }
     let (client, url) = cluster::connect().await?;
     let version = cluster::check(&client, &url).await?;
@@ -404,6 +464,11 @@ async fn write_namespace(shared: &Shared<'_>, namespace: &str) -> Result<Done, A
                         AccountOutcome::Failed
                     }
                 };
+            if outcome == AccountOutcome::Added
+                && let Ok(mut added) = shared.accounts_added.lock()
+            {
+                added.push(format!("{namespace}/{account}"));
+            }
             accounts.push(outcome);
             account_notes.push(format!("{account}:{}", outcome.as_str()));
         }

@@ -29,19 +29,42 @@ pub fn kustomize(dir: &Path) -> String {
 /// A variant ("" for manifests/, "namespaced"), as shipped or with the service-accounts
 /// component, rendered from `root` (a manifests directory: a copy, see [`copy`]).
 pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> String {
-    render_from_with(
+    render_overlay_from(
         root,
         variant,
+        "",
         with_service_accounts.then_some("service-accounts"),
     )
 }
 
 /// A variant, as shipped or with one component of manifests/components (by its directory).
 pub fn render_from_with(root: &Path, variant: &str, component: Option<&str>) -> String {
+    render_overlay_from(root, variant, "", component)
+}
+
+/// A variant rendered through an overlay of the user's: `fields` are its kustomization's
+/// own lines (`namespace: platform`, `namePrefix: prod-`), with or without the
+/// service-accounts component.
+pub fn render_overlay(variant: &str, fields: &str, with_service_accounts: bool) -> String {
+    let copy = copy();
+    render_overlay_from(
+        &copy.path().join("manifests"),
+        variant,
+        fields,
+        with_service_accounts.then_some("service-accounts"),
+    )
+}
+
+fn render_overlay_from(
+    root: &Path,
+    variant: &str,
+    fields: &str,
+    component: Option<&str>,
+) -> String {
     let dir = root.join(variant);
-    let Some(component) = component else {
+    if component.is_none() && fields.is_empty() {
         return kustomize(&dir);
-    };
+    }
     // An overlay next to the manifests directory: kustomize takes relative paths only,
     // and no overlay inside what it includes.
     let overlay = root
@@ -53,12 +76,14 @@ pub fn render_from_with(root: &Path, variant: &str, component: Option<&str>) -> 
         .file_name()
         .and_then(|n| n.to_str())
         .expect("a directory name");
+    let components = component
+        .map(|c| format!("components: [\"../{manifests}/components/{c}\"]\n"))
+        .unwrap_or_default();
     std::fs::write(
         overlay.join("kustomization.yaml"),
         format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-             resources: [\"../{manifests}/{variant}\"]\n\
-             components: [\"../{manifests}/components/{component}\"]\n"
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n{fields}\n\
+             resources: [\"../{manifests}/{variant}\"]\n{components}"
         ),
     )
     .expect("writing the overlay");

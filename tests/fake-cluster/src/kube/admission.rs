@@ -1,6 +1,7 @@
 //! ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1), evaluated with a real CEL
 //! interpreter (cel-rust) the way the apiserver's validating policy plugin does, for the
-//! requests of the one user the fake authenticates (rbac.rs: ecr-refresh's ServiceAccount).
+//! requests of the one user the fake authenticates (rbac.rs: ecr-refresh's ServiceAccount
+//! unless a test names another), on Secrets, ServiceAccounts and Events.
 //! Seeding and the test hooks bypass admission, as they bypass RBAC: they stand for other
 //! users and controllers.
 //!
@@ -17,9 +18,15 @@
 //!   `ValidatingAdmissionPolicy 'P' with binding 'B' denied request: MESSAGE`, in an
 //!   `errors.NewForbidden` Status whose reason and code are then the decision's.
 //!
+//! - `authorizer` (k8s.io/apiserver/pkg/cel/library/authz.go): `group(g).resource(r)`, then
+//!   optionally `subresource`, `namespace`, `name`, then `check(verb)`, whose `allowed()`,
+//!   `reason()`, `errored()` and `error()` are answered by the fake's RBAC for the request's
+//!   user (everything allowed when the fake enforces no RBAC, as AlwaysAllow would).
+//!
 //! Not supported (loading such a policy panics, so a test can't silently pass without it):
 //! paramKind/paramRef, namespaceSelector and objectSelector that select anything less than
-//! everything, a binding's matchResources, auditAnnotations.
+//! everything, a binding's matchResources, auditAnnotations; `authorizer.path` and
+//! `authorizer.serviceAccount` (a call fails the expression).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,7 +37,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Resource;
-use super::rbac::{GROUPS, USER};
+use super::rbac::{Attributes, Identity, Rbac};
 use super::status::{self, ApiError, Cause};
 
 /// The operation an admission request is for.
@@ -51,11 +58,51 @@ impl Operation {
     }
 }
 
+/// What a request is for: the group, version and resource it was sent to, and the kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Kind {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub resource: &'static str,
+    pub kind: &'static str,
+}
+
+impl Kind {
+    /// A resource of the core v1 API.
+    pub fn core(resource: Resource) -> Kind {
+        Kind {
+            group: "",
+            version: "v1",
+            resource: resource.plural(),
+            kind: resource.kind(),
+        }
+    }
+
+    /// Events, through `group` ("" for core/v1, `events.k8s.io` for events.k8s.io/v1).
+    pub fn events(group: &'static str) -> Kind {
+        Kind {
+            group,
+            version: "v1",
+            resource: "events",
+            kind: "Event",
+        }
+    }
+
+    /// `events.events.k8s.io`, `secrets`: the GroupResource as errors name it.
+    fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.to_owned()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+}
+
 /// One write as admission sees it: the object as it would be stored (None for DELETE) and
-/// the stored one (None for CREATE).
+/// the stored one (None for CREATE), in the version the request was sent to.
 pub(crate) struct Request<'a> {
     pub operation: Operation,
-    pub resource: Resource,
+    pub kind: Kind,
     /// Empty for cluster-scoped resources.
     pub namespace: &'a str,
     pub name: &'a str,
@@ -117,14 +164,14 @@ impl ResourceRule {
     /// rules.Matcher: group, version, resource (without a subresource) and operation.
     fn matches(&self, req: &Request<'_>) -> bool {
         let any = |list: &[String], want: &str| list.iter().any(|x| x == "*" || x == want);
-        any(&self.api_groups, "")
-            && any(&self.api_versions, "v1")
+        any(&self.api_groups, req.kind.group)
+            && any(&self.api_versions, req.kind.version)
             && any(&self.operations, req.operation.as_str())
             // "*" is every resource but no subresource; "*/*" both; "x/*" x's subresources.
             && self
                 .resources
                 .iter()
-                .any(|r| r == "*" || r == "*/*" || r == req.resource.plural())
+                .any(|r| r == "*" || r == "*/*" || r == req.kind.resource)
     }
 }
 
@@ -157,9 +204,12 @@ struct Denial {
     reason: String,
 }
 
-/// The policies and bindings loaded from YAML.
+/// The policies and bindings loaded from YAML, and who the requests come from.
 pub(crate) struct Admission {
     policies: Vec<Policy>,
+    user: Identity,
+    /// What `authorizer` asks; None: everything is allowed (the fake enforces no RBAC).
+    rbac: Option<Arc<Rbac>>,
 }
 
 // The YAML shapes read (admissionregistration.k8s.io/v1), unknown fields refused so that a
@@ -443,11 +493,11 @@ fn to_cel(v: &Value) -> cel::Value {
     }
 }
 
-fn object_to_cel(resource: Resource, obj: Option<&Value>) -> cel::Value {
+fn object_to_cel(kind: Kind, obj: Option<&Value>) -> cel::Value {
     let Some(obj) = obj else {
         return cel::Value::Null;
     };
-    let (Resource::Secrets, Value::Object(top)) = (resource, obj) else {
+    let (true, Value::Object(top)) = (kind == Kind::core(Resource::Secrets), obj) else {
         return to_cel(obj);
     };
     let entries: HashMap<String, cel::Value> = top
@@ -474,14 +524,15 @@ fn object_to_cel(resource: Resource, obj: Option<&Value>) -> cel::Value {
 
 /// The `request` variable: the AdmissionRequest, as CEL sees it (no object, oldObject or
 /// options in it; empty `name`/`namespace` omitted).
-fn request_to_cel(req: &Request<'_>) -> cel::Value {
-    let gvk = json!({"group": "", "version": "v1", "kind": req.resource.kind()});
-    let gvr = json!({"group": "", "version": "v1", "resource": req.resource.plural()});
+fn request_to_cel(req: &Request<'_>, user: &Identity) -> cel::Value {
+    let k = req.kind;
+    let gvk = json!({"group": k.group, "version": k.version, "kind": k.kind});
+    let gvr = json!({"group": k.group, "version": k.version, "resource": k.resource});
     let mut request = json!({
         "uid": uuid::Uuid::new_v4().to_string(),
         "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
         "operation": req.operation.as_str(),
-        "userInfo": {"username": USER, "groups": GROUPS},
+        "userInfo": {"username": user.username(), "groups": user.groups()},
         "dryRun": req.dry_run,
     });
     if !req.name.is_empty() {
@@ -528,7 +579,20 @@ impl Admission {
                 });
             }
         }
-        Ok(Admission { policies })
+        Ok(Admission {
+            policies,
+            user: Identity::default(),
+            rbac: None,
+        })
+    }
+
+    /// The same policies, for requests made as `user`, whose `authorizer` asks `rbac`.
+    pub fn for_user(self, user: Identity, rbac: Option<Rbac>) -> Admission {
+        Admission {
+            user,
+            rbac: rbac.map(Arc::new),
+            ..self
+        }
     }
 
     /// How many policies were loaded (for the builder's sanity check).
@@ -542,12 +606,11 @@ impl Admission {
         for policy in self.policies.iter().filter(|p| p.matches(req)) {
             for binding in &policy.bindings {
                 let mut context = cel::Context::default();
-                context.add_variable_from_value("object", object_to_cel(req.resource, req.object));
-                context.add_variable_from_value(
-                    "oldObject",
-                    object_to_cel(req.resource, req.old_object),
-                );
-                context.add_variable_from_value("request", request_to_cel(req));
+                context.add_variable_from_value("object", object_to_cel(req.kind, req.object));
+                context
+                    .add_variable_from_value("oldObject", object_to_cel(req.kind, req.old_object));
+                context.add_variable_from_value("request", request_to_cel(req, &self.user));
+                authorizer::declare(&mut context, self.rbac.clone());
                 context.add_variable_from_value("params", cel::Value::Null);
                 // The fake keeps no Namespace objects' details worth a policy's reading.
                 context.add_variable_from_value("namespaceObject", cel::Value::Null);
@@ -578,7 +641,7 @@ fn refusal(req: &Request<'_>, policy: &str, binding: &str, denial: Denial) -> Ap
         req.name
     };
     let mut error = status::forbidden(
-        req.resource.plural(),
+        &req.kind.qualified(),
         name,
         &message,
         vec![Cause {
@@ -595,7 +658,192 @@ fn refusal(req: &Request<'_>, policy: &str, binding: &str, denial: Denial) -> Ap
     error.code = code_for(&reason);
     error.body["reason"] = json!(reason);
     error.body["code"] = json!(error.code);
+    // Details name the group and the plain resource, as NewForbidden does.
+    if !req.kind.group.is_empty() {
+        error.body["details"]["kind"] = json!(req.kind.resource);
+        error.body["details"]["group"] = json!(req.kind.group);
+    }
     error
+}
+
+/// The `authorizer` variable and its receiver functions (cel/library/authz.go), asking the
+/// fake's RBAC about the request's user. Its values are maps tagged with their CEL type
+/// (`kubernetes.authorization.ResourceCheck`, ...); a policy reads them only through the
+/// functions, as in the apiserver, where they expose no fields.
+mod authorizer {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use cel::extractors::This;
+    use cel::{ExecutionError, Value};
+
+    use super::{Attributes, Rbac};
+
+    const TYPE: &str = "@type";
+    const AUTHORIZER: &str = "kubernetes.authorization.Authorizer";
+    const GROUP_CHECK: &str = "kubernetes.authorization.GroupCheck";
+    const RESOURCE_CHECK: &str = "kubernetes.authorization.ResourceCheck";
+    const DECISION: &str = "kubernetes.authorization.Decision";
+    const NOT_BUILTIN: &str = "the authorizer's functions are no CEL builtins";
+
+    fn tagged(kind: &str, fields: &[(&str, Value)]) -> Value {
+        let mut map: HashMap<String, Value> = fields
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
+        map.insert(TYPE.to_owned(), Value::String(Arc::new(kind.to_owned())));
+        Value::Map(map.into())
+    }
+
+    /// The map's fields if it is a value of CEL type `kind`, else no such overload.
+    fn fields(
+        this: &Value,
+        kind: &str,
+        function: &str,
+    ) -> Result<HashMap<String, Value>, ExecutionError> {
+        let no_overload = || ExecutionError::function_error(function, "no such overload");
+        let Value::Map(map) = this else {
+            return Err(no_overload());
+        };
+        let fields: HashMap<String, Value> = map
+            .map
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        match fields.get(TYPE) {
+            Some(Value::String(t)) if t.as_str() == kind => Ok(fields),
+            _ => Err(no_overload()),
+        }
+    }
+
+    fn text(fields: &HashMap<String, Value>, key: &str) -> String {
+        match fields.get(key) {
+            Some(Value::String(s)) => s.to_string(),
+            _ => String::new(),
+        }
+    }
+
+    /// A ResourceCheck with one field set (subresource, namespace, name).
+    fn with(
+        this: Value,
+        field: &'static str,
+        function: &'static str,
+        value: Arc<String>,
+    ) -> Result<Value, ExecutionError> {
+        let mut f = fields(&this, RESOURCE_CHECK, function)?;
+        f.insert(field.to_owned(), Value::String(value));
+        let pairs: Vec<(&str, Value)> = f
+            .iter()
+            .filter(|(k, _)| k.as_str() != TYPE)
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        Ok(tagged(RESOURCE_CHECK, &pairs))
+    }
+
+    pub(super) fn declare(context: &mut cel::Context<'_, '_>, rbac: Option<Arc<Rbac>>) {
+        context.add_variable_from_value("authorizer", tagged(AUTHORIZER, &[]));
+        context
+            .add_function("group", |This(this): This<Value>, group: Arc<String>| {
+                fields(&this, AUTHORIZER, "group")?;
+                Ok::<_, ExecutionError>(tagged(GROUP_CHECK, &[("group", Value::String(group))]))
+            })
+            .expect(NOT_BUILTIN);
+        context
+            .add_function(
+                "resource",
+                |This(this): This<Value>, resource: Arc<String>| {
+                    let f = fields(&this, GROUP_CHECK, "resource")?;
+                    if resource.trim().is_empty() {
+                        return Err(ExecutionError::function_error(
+                            "resource",
+                            "resource must not be empty",
+                        ));
+                    }
+                    Ok(tagged(
+                        RESOURCE_CHECK,
+                        &[
+                            ("group", f.get("group").cloned().unwrap_or(Value::Null)),
+                            ("resource", Value::String(resource)),
+                        ],
+                    ))
+                },
+            )
+            .expect(NOT_BUILTIN);
+        context
+            .add_function("subresource", |This(this): This<Value>, v: Arc<String>| {
+                with(this, "subresource", "subresource", v)
+            })
+            .expect(NOT_BUILTIN);
+        context
+            .add_function("namespace", |This(this): This<Value>, v: Arc<String>| {
+                with(this, "namespace", "namespace", v)
+            })
+            .expect(NOT_BUILTIN);
+        context
+            .add_function("name", |This(this): This<Value>, v: Arc<String>| {
+                with(this, "name", "name", v)
+            })
+            .expect(NOT_BUILTIN);
+        context
+            .add_function(
+                "check",
+                move |This(this): This<Value>, verb: Arc<String>| {
+                    let f = fields(&this, RESOURCE_CHECK, "check")?;
+                    let (group, resource) = (text(&f, "group"), text(&f, "resource"));
+                    let subresource = text(&f, "subresource");
+                    // RBAC authorizes a subresource as `resource/subresource`.
+                    let resource = if subresource.is_empty() {
+                        resource
+                    } else {
+                        format!("{resource}/{subresource}")
+                    };
+                    let (namespace, name) = (text(&f, "namespace"), text(&f, "name"));
+                    let attributes = Attributes {
+                        verb: verb.as_str(),
+                        group: &group,
+                        resource: &resource,
+                        namespace: &namespace,
+                        name: &name,
+                    };
+                    let (allowed, reason) = match &rbac {
+                        None => (true, String::new()),
+                        Some(rbac) => match rbac.authorize(&attributes) {
+                            Ok(()) => (true, String::new()),
+                            Err(reason) => (false, reason),
+                        },
+                    };
+                    Ok::<_, ExecutionError>(tagged(
+                        DECISION,
+                        &[
+                            ("allowed", Value::Bool(allowed)),
+                            ("reason", Value::String(Arc::new(reason))),
+                        ],
+                    ))
+                },
+            )
+            .expect(NOT_BUILTIN);
+        for (function, field) in [("allowed", "allowed"), ("reason", "reason")] {
+            context
+                .add_function(function, move |This(this): This<Value>| {
+                    let f = fields(&this, DECISION, function)?;
+                    Ok::<_, ExecutionError>(f.get(field).cloned().unwrap_or(Value::Null))
+                })
+                .expect(NOT_BUILTIN);
+        }
+        // The fake's RBAC gives no errors, only denials.
+        context
+            .add_function("errored", |This(this): This<Value>| {
+                fields(&this, DECISION, "errored")?;
+                Ok::<_, ExecutionError>(Value::Bool(false))
+            })
+            .expect(NOT_BUILTIN);
+        context
+            .add_function("error", |This(this): This<Value>| {
+                fields(&this, DECISION, "error")?;
+                Ok::<_, ExecutionError>(Value::String(Arc::new(String::new())))
+            })
+            .expect(NOT_BUILTIN);
+    }
 }
 
 #[cfg(test)]
@@ -645,7 +893,7 @@ spec: {policyName: p, validationActions: [Deny]}
             .to_owned();
         a.admit(&Request {
             operation: Operation::Create,
-            resource: Resource::Secrets,
+            kind: Kind::core(Resource::Secrets),
             namespace: "ns",
             name: &name,
             object: Some(&obj),
@@ -749,6 +997,54 @@ spec: {policyName: p, validationActions: [Deny]}
         let updates_only = POLICY.replace("[CREATE, UPDATE]", "[UPDATE]");
         assert!(create(&admission(&[&updates_only, BINDING]), bad.clone()).is_ok());
         assert!(create(&admission(&[POLICY, BINDING]), bad).is_err());
+    }
+
+    #[test]
+    fn authorizer_checks_are_answered_by_rbac_for_the_requests_user() {
+        let policy = POLICY.replace(
+            "request.userInfo.username.startsWith('system:serviceaccount:')",
+            "authorizer.group('g').resource('r').check('held').allowed() && \
+             !authorizer.group('g').resource('r').check('exempt').allowed()",
+        );
+        let marker = "
+kind: ClusterRole
+metadata: {name: marker}
+rules: [{apiGroups: [g], resources: [r], verbs: [held]}]
+---
+kind: ClusterRole
+metadata: {name: everything}
+rules: [{apiGroups: ['*'], resources: ['*'], verbs: ['*']}]
+---
+kind: ClusterRoleBinding
+metadata: {name: marker}
+roleRef: {kind: ClusterRole, name: marker}
+subjects: [{kind: ServiceAccount, name: a, namespace: n}, {kind: ServiceAccount, name: root, namespace: n}]
+---
+kind: ClusterRoleBinding
+metadata: {name: everything}
+roleRef: {kind: ClusterRole, name: everything}
+subjects: [{kind: ServiceAccount, name: root, namespace: n}]
+";
+        let as_user = |name: &str| {
+            let who = Identity {
+                namespace: "n".into(),
+                name: name.into(),
+            };
+            let rbac = Rbac::from_yaml(marker, &who).unwrap();
+            admission(&[&policy, BINDING]).for_user(who, Some(rbac))
+        };
+        let bad = json!({"metadata": {"name": "bad"}});
+        assert!(create(&as_user("a"), bad.clone()).is_err(), "held");
+        assert!(
+            create(&as_user("b"), bad.clone()).is_ok(),
+            "not granted held"
+        );
+        assert!(
+            create(&as_user("root"), bad.clone()).is_ok(),
+            "granted exempt too"
+        );
+        // No RBAC: the authorizer allows everything, exempt included.
+        assert!(create(&admission(&[&policy, BINDING]), bad).is_ok());
     }
 
     #[test]

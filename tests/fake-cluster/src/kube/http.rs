@@ -258,7 +258,7 @@ impl Shared {
             status::forbidden(
                 resource.plural(),
                 name,
-                &Rbac::refusal(&attrs, &reason),
+                &rbac.refusal(&attrs, &reason),
                 Vec::new(),
             )
         })
@@ -292,12 +292,8 @@ impl Shared {
                 EventApi::Core => "events".to_owned(),
                 EventApi::Events => format!("events.{}", events::GROUP),
             };
-            let mut e = status::forbidden(
-                &qualified,
-                name,
-                &Rbac::refusal(&attrs, &reason),
-                Vec::new(),
-            );
+            let mut e =
+                status::forbidden(&qualified, name, &rbac.refusal(&attrs, &reason), Vec::new());
             // Details name the group and the plain resource, as NewForbidden does.
             e.body["details"]["kind"] = json!("events");
             if api == EventApi::Events {

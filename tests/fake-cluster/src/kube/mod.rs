@@ -30,7 +30,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use admission::Admission;
-use rbac::Rbac;
+use rbac::{Identity, Rbac};
 use store::{Hook, Store};
 
 /// The documents of a multi-document YAML (kubectl kustomize's output) as JSON values,
@@ -263,7 +263,9 @@ impl Shared {
 pub struct FakeClusterBuilder {
     latency: Duration,
     max_page: usize,
-    rbac: Option<Rbac>,
+    /// The RBAC YAML, resolved for `identity` when the server starts.
+    rbac: Option<String>,
+    identity: Identity,
     admission: Option<Admission>,
     log_requests: bool,
     port: u16,
@@ -283,17 +285,30 @@ impl FakeClusterBuilder {
         }
     }
     /// Enforce RBAC from the ClusterRole, Role, ClusterRoleBinding and RoleBinding documents
-    /// in this YAML (multi-document): only rules of roles bound to the user ecr-refresh runs
-    /// as (`system:serviceaccount:ecr-refresh:ecr-refresh`, directly or by its groups) are
+    /// in this YAML (multi-document): only rules of roles bound to the user every request is
+    /// made as (see [`FakeClusterBuilder::service_account`]; directly or by its groups) are
     /// granted, a ClusterRole bound by a RoleBinding only in that namespace. Anything not
     /// granted is refused with 403 as the real server does; roles without a binding grant
     /// nothing.
     ///
     /// Panics when the YAML does not parse (a broken test fixture).
     pub fn rbac_from_yaml(self, yaml: &str) -> Self {
-        let rbac = Rbac::from_yaml(yaml).unwrap_or_else(|e| panic!("{e}"));
+        Rbac::from_yaml(yaml, &self.identity).unwrap_or_else(|e| panic!("{e}"));
         FakeClusterBuilder {
-            rbac: Some(rbac),
+            rbac: Some(yaml.to_owned()),
+            ..self
+        }
+    }
+    /// The ServiceAccount every request is authenticated as (its user
+    /// `system:serviceaccount:NAMESPACE:NAME` and groups), for RBAC and admission. By default
+    /// ecr-refresh's own, `ecr-refresh` in namespace `ecr-refresh`; an overlay that renames it
+    /// (kustomize `namespace:`, `namePrefix:`) is tested by naming the renamed one here.
+    pub fn service_account(self, namespace: &str, name: &str) -> Self {
+        FakeClusterBuilder {
+            identity: Identity {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            },
             ..self
         }
     }
@@ -339,13 +354,21 @@ impl FakeClusterBuilder {
             .local_addr()
             .expect("fake cluster: a bound socket has an address")
             .port();
+        let rbac = self
+            .rbac
+            .as_deref()
+            .map(|yaml| Rbac::from_yaml(yaml, &self.identity).unwrap_or_else(|e| panic!("{e}")));
         let mut inner = Inner::default();
-        inner.store.admission = self.admission.map(Arc::new);
+        // Admission authenticates the same user, and its CEL `authorizer` asks the same RBAC
+        // (none configured: the fake allows everything, so does the authorizer).
+        inner.store.admission = self
+            .admission
+            .map(|a| Arc::new(a.for_user(self.identity.clone(), rbac.clone())));
         let shared = Arc::new(Shared {
             inner: Mutex::new(inner),
             latency: self.latency,
             max_page: self.max_page,
-            rbac: self.rbac,
+            rbac,
             log_requests: self.log_requests,
             request_count: AtomicUsize::new(0),
             port,
@@ -469,6 +492,7 @@ impl FakeCluster {
             latency: Duration::ZERO,
             max_page: 500,
             rbac: None,
+            identity: Identity::default(),
             admission: None,
             log_requests: true,
             port: 0,

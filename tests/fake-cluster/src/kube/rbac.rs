@@ -1,4 +1,5 @@
-//! RBAC as the real authorizer resolves it, for the one identity ecr-refresh runs as:
+//! RBAC as the real authorizer resolves it, for the one identity the fake authenticates
+//! every request as (a ServiceAccount, ecr-refresh's unless a test names another):
 //! ClusterRole, Role, ClusterRoleBinding and RoleBinding documents; only the rules of roles
 //! bound to that identity are granted (k8s.io/kubernetes/pkg/registry/rbac/validation:
 //! DefaultRuleResolver.VisitRulesFor).
@@ -8,16 +9,39 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// The user every request is made as when RBAC is on.
-pub(crate) const USER: &str = "system:serviceaccount:ecr-refresh:ecr-refresh";
-/// The ServiceAccount behind [`USER`]: (namespace, name).
-const SERVICE_ACCOUNT: (&str, &str) = ("ecr-refresh", "ecr-refresh");
-/// The groups a ServiceAccount token authenticates with.
-pub(crate) const GROUPS: [&str; 3] = [
-    "system:serviceaccounts",
-    "system:serviceaccounts:ecr-refresh",
-    "system:authenticated",
-];
+/// The ServiceAccount every request is made as: ecr-refresh's own
+/// (`system:serviceaccount:ecr-refresh:ecr-refresh`) unless a test names another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Default for Identity {
+    fn default() -> Self {
+        Identity {
+            namespace: "ecr-refresh".into(),
+            name: "ecr-refresh".into(),
+        }
+    }
+}
+
+impl Identity {
+    /// The user name a ServiceAccount token authenticates as
+    /// (k8s.io/apiserver/pkg/authentication/serviceaccount: MakeUsername).
+    pub fn username(&self) -> String {
+        format!("system:serviceaccount:{}:{}", self.namespace, self.name)
+    }
+
+    /// The groups it authenticates with (MakeGroupNames, and system:authenticated).
+    pub fn groups(&self) -> Vec<String> {
+        vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{}", self.namespace),
+            "system:authenticated".into(),
+        ]
+    }
+}
 
 #[derive(Debug, Clone, Default)]
 struct Rule {
@@ -32,6 +56,7 @@ struct Rule {
 /// refusal reports as the real authorizer does.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Rbac {
+    user: String,
     rules: Vec<(Option<String>, Rule)>,
     errors: Vec<(Option<String>, String)>,
 }
@@ -85,19 +110,19 @@ struct Binding {
 }
 
 /// `appliesToUser`: whether a subject of a binding in `namespace` ("" for a
-/// ClusterRoleBinding) names the ecr-refresh ServiceAccount's user.
-fn applies_to_user(subject: &Value, namespace: &str) -> bool {
+/// ClusterRoleBinding) names the identity's user.
+fn applies_to_user(subject: &Value, namespace: &str, who: &Identity) -> bool {
     let name = subject["name"].as_str().unwrap_or_default();
     match subject["kind"].as_str().unwrap_or_default() {
-        "User" => name == USER,
-        "Group" => GROUPS.contains(&name),
+        "User" => name == who.username(),
+        "Group" => who.groups().iter().any(|g| g == name),
         "ServiceAccount" => {
             // A subject without a namespace means the binding's own namespace.
             let sa_namespace = subject["namespace"]
                 .as_str()
                 .filter(|ns| !ns.is_empty())
                 .unwrap_or(namespace);
-            !sa_namespace.is_empty() && (sa_namespace, name) == SERVICE_ACCOUNT
+            !sa_namespace.is_empty() && sa_namespace == who.namespace && name == who.name
         }
         _ => false,
     }
@@ -120,8 +145,8 @@ fn aggregate(messages: &[&str]) -> String {
 
 impl Rbac {
     /// Reads every ClusterRole, Role, ClusterRoleBinding and RoleBinding in a multi-document
-    /// YAML (other kinds are ignored) and keeps the rules bound to the ecr-refresh user.
-    pub fn from_yaml(yaml: &str) -> Result<Rbac, String> {
+    /// YAML (other kinds are ignored) and keeps the rules bound to `who`.
+    pub fn from_yaml(yaml: &str, who: &Identity) -> Result<Rbac, String> {
         let mut cluster_roles: HashMap<String, Vec<Rule>> = HashMap::new();
         let mut roles: HashMap<(String, String), Vec<Rule>> = HashMap::new();
         let mut bindings = Vec::new();
@@ -161,10 +186,13 @@ impl Rbac {
         }
         // ClusterRoleBindings are visited before RoleBindings, as the resolver does.
         bindings.sort_by_key(|b| b.namespace.is_some());
-        let mut rbac = Rbac::default();
+        let mut rbac = Rbac {
+            user: who.username(),
+            ..Rbac::default()
+        };
         for b in &bindings {
             let ns = b.namespace.as_deref().unwrap_or_default();
-            if !b.subjects.iter().any(|s| applies_to_user(s, ns)) {
+            if !b.subjects.iter().any(|s| applies_to_user(s, ns, who)) {
                 continue;
             }
             // GetRoleReferenceRules: a Role is looked up in the binding's namespace ("" for
@@ -235,15 +263,15 @@ impl Rbac {
 
     /// The reason part of the filter's 403: `User "..." cannot VERB resource "R" in API
     /// group "" ...`, with the authorizer's reason after a colon when it gave one.
-    pub fn refusal(a: &Attributes<'_>, reason: &str) -> String {
+    pub fn refusal(&self, a: &Attributes<'_>, reason: &str) -> String {
         let scope = if a.namespace.is_empty() {
             "at the cluster scope".to_owned()
         } else {
             format!("in the namespace \"{}\"", a.namespace)
         };
         let message = format!(
-            "User \"{USER}\" cannot {} resource \"{}\" in API group \"{}\" {scope}",
-            a.verb, a.resource, a.group
+            "User \"{}\" cannot {} resource \"{}\" in API group \"{}\" {scope}",
+            self.user, a.verb, a.resource, a.group
         );
         if reason.is_empty() {
             message
@@ -314,7 +342,7 @@ subjects:
     }
 
     fn parse(docs: &[&str]) -> Rbac {
-        Rbac::from_yaml(&docs.join("\n---\n")).unwrap()
+        Rbac::from_yaml(&docs.join("\n---\n"), &Identity::default()).unwrap()
     }
 
     #[test]

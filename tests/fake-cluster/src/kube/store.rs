@@ -466,7 +466,7 @@ impl Store {
         };
         admission.admit(&admission::Request {
             operation,
-            resource,
+            kind: admission::Kind::core(resource),
             namespace: if resource == Resource::Namespaces {
                 ""
             } else {
