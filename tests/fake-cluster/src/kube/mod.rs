@@ -12,6 +12,7 @@ mod fields;
 mod gojson;
 mod http;
 mod patch;
+mod protobuf;
 mod rbac;
 mod selector;
 mod status;
