@@ -90,13 +90,19 @@ const OTHER_VARIABLES: &[(&str, &str)] = &[
 /// What each exit code means: `--help` prints it, and README's exit-code table must say the
 /// same (tests/cli.rs).
 pub const EXIT_CODES: &[(u8, &str)] = &[
-    (exit::OK, "every selected namespace is fresh, refreshed, or skipped with a reason"),
+    (
+        exit::OK,
+        "every selected namespace is fresh, refreshed, or skipped with a reason",
+    ),
     (
         exit::FAILED,
         "some namespaces failed or were left undone (deadline reached or SIGTERM), namespaces \
          named in ECR_REFRESH_NAMESPACES do not exist, or the namespace listing was incomplete",
     ),
-    (exit::CONFIG, "invalid configuration or arguments: nothing was sent"),
+    (
+        exit::CONFIG,
+        "invalid configuration or arguments: nothing was sent",
+    ),
     (
         exit::UNAVAILABLE,
         "no token, the registry refused the login, or the cluster is unreachable or refuses \

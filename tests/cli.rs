@@ -82,7 +82,10 @@ fn help_describes_every_variable_and_sends_nothing() {
                 v.name
             );
             assert!(
-                help.contains(&format!("      {}\n      accepted: {}\n", v.meaning, v.accepted)),
+                help.contains(&format!(
+                    "      {}\n      accepted: {}\n",
+                    v.meaning, v.accepted
+                )),
                 "{flag}: {}'s meaning or accepted values missing",
                 v.name
             );
@@ -279,5 +282,8 @@ fn the_readme_tables_say_what_help_says() {
         .map(|r| (r[0].to_owned(), r[1].to_owned()))
         .collect();
     assert_eq!(help_codes.len(), EXIT_CODES.len(), "{help}");
-    assert_eq!(readme_codes, help_codes, "README's exit codes against --help's");
+    assert_eq!(
+        readme_codes, help_codes,
+        "README's exit codes against --help's"
+    );
 }

@@ -17,13 +17,18 @@ fn the_demo_runs_with_the_shipped_cronjobs_settings() {
         .into_iter()
         .find(|d| d["kind"] == "CronJob")
         .expect("a CronJob in manifests/");
-    let rendered: Vec<(String, String)> = cronjob["spec"]["jobTemplate"]["spec"]["template"]
-        ["spec"]["containers"][0]["env"]
-        .as_array()
-        .expect("the container's env")
-        .iter()
-        .filter_map(|e| Some((e["name"].as_str()?.to_owned(), e["value"].as_str()?.to_owned())))
-        .collect();
+    let rendered: Vec<(String, String)> =
+        cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .expect("the container's env")
+            .iter()
+            .filter_map(|e| {
+                Some((
+                    e["name"].as_str()?.to_owned(),
+                    e["value"].as_str()?.to_owned(),
+                ))
+            })
+            .collect();
     let own: Vec<&str> = demo::DEMO_SETS.iter().map(|(name, _)| *name).collect();
     let mut expected: Vec<(String, String)> = rendered
         .into_iter()
@@ -65,20 +70,29 @@ fn the_demo_writes_once_then_nothing_then_only_the_secret_edited_by_hand() {
     };
 
     assert_eq!((first.secret_writes, first.ecr_calls), (3, 1), "{printed}");
-    assert_eq!((second.secret_writes, second.ecr_calls), (0, 0), "{printed}");
+    assert_eq!(
+        (second.secret_writes, second.ecr_calls),
+        (0, 0),
+        "{printed}"
+    );
     for namespace in NEW.iter().chain([&LEGACY]) {
         assert_eq!(outcome(second, namespace), "fresh", "{printed}");
     }
     assert_eq!((third.secret_writes, third.ecr_calls), (1, 1), "{printed}");
     for namespace in NEW.iter().chain([&LEGACY]) {
-        let expected = if *namespace == EDITED { "updated" } else { "fresh" };
-        assert_eq!(outcome(third, namespace), expected, "{namespace}:\n{printed}");
+        let expected = if *namespace == EDITED {
+            "updated"
+        } else {
+            "fresh"
+        };
+        assert_eq!(
+            outcome(third, namespace),
+            expected,
+            "{namespace}:\n{printed}"
+        );
     }
     for (n, run) in demo.runs.iter().enumerate() {
-        let line = format!(
-            "run {}: exit 0 in ",
-            n + 1
-        );
+        let line = format!("run {}: exit 0 in ", n + 1);
         let printed_line = printed
             .lines()
             .find(|l| l.starts_with(&line))
@@ -91,7 +105,10 @@ fn the_demo_writes_once_then_nothing_then_only_the_secret_edited_by_hand() {
             "{printed_line}"
         );
     }
-    assert!(printed.contains("Run 2 wrote nothing and asked ECR nothing"), "{printed}");
+    assert!(
+        printed.contains("Run 2 wrote nothing and asked ECR nothing"),
+        "{printed}"
+    );
 }
 
 #[test]

@@ -635,7 +635,10 @@ fn series_left_at_debians_default_persistence_file_reach_no_test_gateway() {
         let mut gateway = gateway;
         let deadline = Instant::now() + Duration::from_secs(20);
         while gateway.child.try_wait().ok().flatten().is_none() {
-            assert!(Instant::now() < deadline, "the planting gateway did not quit");
+            assert!(
+                Instant::now() < deadline,
+                "the planting gateway did not quit"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -649,7 +652,11 @@ fn series_left_at_debians_default_persistence_file_reach_no_test_gateway() {
         .iter()
         .map(|s| s.value)
         .collect();
-    assert_eq!(loaded, [stale], "the planted series, loaded by Debian's default");
+    assert_eq!(
+        loaded,
+        [stale],
+        "the planted series, loaded by Debian's default"
+    );
     drop(unflagged);
 
     // One of the scenarios that found the stale series beside its own (issue 27).

@@ -407,7 +407,8 @@ fn skopeo_inspect(authfile: &Path, address: &str) -> std::process::Output {
 fn push(address: &str, password: &str) {
     let auth = format!("Basic {}", b64(&format!("AWS:{password}")));
     let (config, manifest) = probe_image();
-    let (status, location) = registry_request(address, "POST", "/v2/probe/blobs/uploads/", &auth, "", "");
+    let (status, location) =
+        registry_request(address, "POST", "/v2/probe/blobs/uploads/", &auth, "", "");
     assert_eq!(status, 202, "start the config blob's upload");
     let location = location.expect("an upload Location");
     let path = location

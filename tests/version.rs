@@ -87,7 +87,12 @@ fn the_readme_names_the_image_and_tag_of_this_version() {
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '.')
             .collect();
         if tag.starts_with(|c: char| c.is_ascii_digit()) {
-            assert_eq!(tag, VERSION, "README.md: ...{}", &readme[at.saturating_sub(40)..at + 20]);
+            assert_eq!(
+                tag,
+                VERSION,
+                "README.md: ...{}",
+                &readme[at.saturating_sub(40)..at + 20]
+            );
             seen += 1;
         }
     }

@@ -190,7 +190,10 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
                 "\nThe CronJob's next run, 10 minutes later: every token has hours left."
             )?,
             3 if cluster.get(Resource::Secrets, EDITED, SECRET).is_none() => {
-                writeln!(out, "\n{EDITED} has no Secret to edit by hand. The next run:")?;
+                writeln!(
+                    out,
+                    "\n{EDITED} has no Secret to edit by hand. The next run:"
+                )?;
             }
             3 => {
                 edit_by_hand(&cluster, EDITED)?;
@@ -353,7 +356,9 @@ fn edit_by_hand(cluster: &FakeCluster, namespace: &str) -> Result<(), DemoError>
         .map_err(|e| failed(e.to_string()))?;
     let status = answer.split_whitespace().nth(1).unwrap_or_default();
     if status != "200" {
-        return Err(failed(format!("the API server answered {status}: {answer}")));
+        return Err(failed(format!(
+            "the API server answered {status}: {answer}"
+        )));
     }
     Ok(())
 }

@@ -24,7 +24,10 @@ fn kubectl_available() -> bool {
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
     // kubectl caches discovery under ~/.kube/cache unless told otherwise: beside the
     // kubeconfig, so no test writes outside its own directory.
-    let cache = kubeconfig.parent().expect("a kubeconfig in a directory").join("kube-cache");
+    let cache = kubeconfig
+        .parent()
+        .expect("a kubeconfig in a directory")
+        .join("kube-cache");
     let mut child = Command::new("kubectl")
         .args(args)
         .env("KUBECONFIG", kubeconfig)
@@ -214,7 +217,15 @@ fn kubectl_create_namespace_and_secret_send_protobuf_which_the_fake_reads() {
     assert_eq!(namespace["status"]["phase"], "Active", "{namespace}");
     kubectl(
         &kubeconfig,
-        &["create", "secret", "generic", "s", "-n", "team-x", "--from-literal=k=v"],
+        &[
+            "create",
+            "secret",
+            "generic",
+            "s",
+            "-n",
+            "team-x",
+            "--from-literal=k=v",
+        ],
         None,
     );
     let secret = cluster

@@ -169,7 +169,9 @@ fn fields(mut buf: &[u8]) -> Result<Vec<(u64, Wire<'_>)>, String> {
             0 => Wire::Varint(varint(&mut buf)?),
             1 | 5 => {
                 let n = if key & 7 == 1 { 8 } else { 4 };
-                buf = buf.get(n..).ok_or("a fixed-width field runs past the end")?;
+                buf = buf
+                    .get(n..)
+                    .ok_or("a fixed-width field runs past the end")?;
                 Wire::Fixed
             }
             2 => {
