@@ -168,8 +168,8 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
     writeln!(
         out,
         "ecr-refresh demo: {binary}, run {RUNS} times against a fake API server\n\
-         ({cluster}) and a fake ECR ({ecr}), both in this process, with the shipped\n\
-         CronJob's settings (manifests/base/cronjob.yaml: every 10 minutes,\n\
+         ({cluster}) and a fake ECR ({ecr}), both in this process,\n\
+         with the shipped CronJob's settings (manifests/base/cronjob.yaml: every 10 minutes,\n\
          ECR_REFRESH_RENEW_BEFORE={renew}, ECR_REFRESH_EVENTS={events}).\n\
          Namespaces: {new} (empty); {LEGACY}, whose Secret the old loop made:\n  \
          kubectl create secret docker-registry --dry-run=client -o yaml | kubectl apply -f -\n\
@@ -199,8 +199,9 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
                 edit_by_hand(&cluster, EDITED)?;
                 writeln!(
                     out,
-                    "\nSomeone edits {EDITED}'s Secret by hand (its password for {REGISTRY}),\n\
-                     as `kubectl edit secret {SECRET} -n {EDITED}` would. The next run:"
+                    "\nSomeone edits {EDITED}'s Secret by hand, its password for\n\
+                     {REGISTRY}, as `kubectl edit secret {SECRET} -n {EDITED}`\n\
+                     would. The next run:"
                 )?;
             }
             _ => {}
