@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use crate::config::VARIABLES;
 use crate::partition::{self, Partitions};
 use crate::registry;
+use crate::report::exit;
 
 /// What the command line asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,8 +78,8 @@ const OTHER_VARIABLES: &[(&str, &str)] = &[
         "true: never ask instance metadata (169.254.169.254), e.g. outside AWS",
     ),
     (
-        "AWS_ENDPOINT_URL_ECR",
-        "another ECR endpoint (a test double)",
+        "AWS_ENDPOINT_URL_ECR, AWS_ENDPOINT_URL_ECR_PUBLIC",
+        "another ECR or ECR Public endpoint (a test double), as the AWS SDK reads them",
     ),
     (
         "KUBECONFIG",
@@ -91,14 +92,40 @@ const OTHER_VARIABLES: &[(&str, &str)] = &[
     ),
 ];
 
+/// What each exit code means: `--help` prints it, and README's exit-code table must say the
+/// same (tests/cli.rs).
+pub const EXIT_CODES: &[(u8, &str)] = &[
+    (
+        exit::OK,
+        "every selected namespace is fresh, refreshed, or skipped with a reason",
+    ),
+    (
+        exit::FAILED,
+        "some namespaces failed or were left undone (deadline reached or SIGTERM), namespaces \
+         named in ECR_REFRESH_NAMESPACES do not exist, or the namespace listing was incomplete",
+    ),
+    (
+        exit::CONFIG,
+        "invalid configuration or arguments: nothing was sent",
+    ),
+    (
+        exit::UNAVAILABLE,
+        "no token, the registry refused the login, or the cluster is unreachable or refuses \
+         us: no Secret was written (the error names any ServiceAccount given the Secret before \
+         the token failed)",
+    ),
+];
+
 /// `--help`: what ecr-refresh does, then every variable it reads, with default and meaning.
 pub fn help() -> String {
     let mut text = format!(
         "{version}
 
 ecr-refresh fetches an AWS ECR token and writes it as an image-pull Secret (type
-kubernetes.io/dockerconfigjson) in every selected namespace, then exits: run it as a
-CronJob every few hours, since a token lasts 12 hours. It updates each Secret in place
+kubernetes.io/dockerconfigjson) in every selected namespace, then exits. The shipped
+CronJob runs it every 10 minutes with ECR_REFRESH_RENEW_BEFORE=8h: a token lasts 12 hours,
+and a run rewrites only the Secrets that are due, so most runs write nothing and ask ECR
+nothing. It updates each Secret in place
 with server-side apply, pinned to the uid and resourceVersion it read, and never deletes
 one: a pod that starts during a refresh never finds the Secret missing. Each namespace
 gets one log line with its outcome and the Secret's uid before and after; the exit code
@@ -122,8 +149,8 @@ Environment (an ECR_REFRESH_* variable not listed here is refused):
         // Writing to a String cannot fail.
         let _ = writeln!(
             text,
-            "  {} (default: {})\n      {}",
-            v.name, v.default, v.meaning
+            "  {} (default: {})\n      {}\n      accepted: {}",
+            v.name, v.default, v.meaning, v.accepted
         );
     }
     text.push_str(&partitions_help(Partitions::sdk()));
@@ -131,16 +158,10 @@ Environment (an ECR_REFRESH_* variable not listed here is refused):
     for (names, meaning) in OTHER_VARIABLES {
         let _ = writeln!(text, "  {names}\n      {meaning}");
     }
-    text.push_str(
-        "
-Exit codes:
-  0  every selected namespace refreshed (or skipped with a reason)
-  1  some namespaces failed or were left undone
-  2  invalid configuration or arguments: nothing was sent
-  3  no token, login refused, or the cluster unreachable or refusing: no Secret was written
-     (the error names any ServiceAccount given the Secret before the token failed)
-",
-    );
+    text.push_str("\nExit codes:\n");
+    for (code, meaning) in EXIT_CODES {
+        let _ = writeln!(text, "  {code}  {meaning}");
+    }
     text
 }
 
@@ -210,8 +231,8 @@ mod tests {
         let help = help();
         for v in VARIABLES {
             let line = format!(
-                "  {} (default: {})\n      {}\n",
-                v.name, v.default, v.meaning
+                "  {} (default: {})\n      {}\n      accepted: {}\n",
+                v.name, v.default, v.meaning, v.accepted
             );
             assert!(help.contains(&line), "{} missing:\n{help}", v.name);
         }

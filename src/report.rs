@@ -86,8 +86,8 @@ impl AccountOutcome {
 pub mod exit {
     /// Every selected namespace is fresh, or skipped with a reason.
     pub const OK: u8 = 0;
-    /// Some namespaces failed or were left undone, or namespaces named in
-    /// ECR_REFRESH_NAMESPACES do not exist.
+    /// Some namespaces failed or were left undone, namespaces named in
+    /// ECR_REFRESH_NAMESPACES do not exist, or the namespace listing was incomplete.
     pub const FAILED: u8 = 1;
     /// The configuration is invalid: nothing was sent.
     pub const CONFIG: u8 = 2;

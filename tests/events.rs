@@ -240,7 +240,7 @@ fn kubectl_get_events_shows_the_event_in_the_namespace() {
         .output();
     assert!(
         kubectl.is_ok_and(|o| o.status.success()),
-        "kubectl is needed for this test (.ci/run expects it on PATH)"
+        "kubectl is needed for this test (.ci/test puts one on PATH)"
     );
     let h = Harness::new();
     h.namespaces(&["team-a"]);
@@ -248,9 +248,11 @@ fn kubectl_get_events_shows_the_event_in_the_namespace() {
     h.run(&[]).expect_code(1);
 
     let get = |args: &[&str]| {
+        // Its discovery cache in the test's directory, not ~/.kube/cache.
         let out = Command::new("kubectl")
             .args(args)
             .env("KUBECONFIG", h.kubeconfig())
+            .env("KUBECACHEDIR", h.dir.path().join("kube-cache"))
             .output()
             .expect("kubectl runs");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

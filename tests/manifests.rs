@@ -334,3 +334,92 @@ fn the_release_label_component_labels_the_rule_for_kube_prometheus_stack() {
         ["ecr-refresh-pushgateway", "ecr-refresh-kube-state-metrics"]
     );
 }
+
+/// The overlay README's Install section shows, as written there, beside a copy of the
+/// repository named `ecr-refresh`: `kubectl kustomize` alone renders it (no standalone
+/// kustomize), with the image pinned to this version and the region and registries it sets;
+/// with its commented component lines taken in, and pointed at the namespaced variant, too.
+#[test]
+fn the_readmes_install_overlay_renders_with_kubectl_alone() {
+    let readme = read(&repo().join("README.md"));
+    let overlay = readme
+        .split_once("`ecr-refresh-install/kustomization.yaml`:\n\n```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```\n"))
+        .map(|(yaml, _)| yaml.to_owned())
+        .expect("README's Install section shows ecr-refresh-install/kustomization.yaml");
+    let copy = common::manifests::copy();
+    let clone = copy.path().join("ecr-refresh");
+    fs::create_dir_all(&clone).expect("a directory for the clone");
+    fs::rename(copy.path().join("manifests"), clone.join("manifests")).expect("move the copy");
+    let install = copy.path().join("ecr-refresh-install");
+    fs::create_dir_all(&install).expect("the overlay's directory");
+
+    let with_components = overlay.replace("# components:", "components:").replace(
+        "#   - ../ecr-refresh/manifests/components",
+        "  - ../ecr-refresh/manifests/components",
+    );
+    assert_ne!(
+        with_components, overlay,
+        "the overlay shows the component, commented"
+    );
+    let namespaced = overlay.replace(
+        "  - ../ecr-refresh/manifests ",
+        "  - ../ecr-refresh/manifests/namespaced ",
+    );
+    assert_ne!(
+        namespaced, overlay,
+        "the overlay names the namespaced variant"
+    );
+    for (what, yaml) in [
+        ("as shown", &overlay),
+        ("with the component", &with_components),
+        ("namespaced", &namespaced),
+    ] {
+        fs::write(install.join("kustomization.yaml"), yaml).expect("write the overlay");
+        let rendered = common::manifests::kustomize(&install);
+        let cronjob = common::manifests::documents(&rendered)
+            .into_iter()
+            .find(|d| d["kind"] == "CronJob")
+            .unwrap_or_else(|| panic!("{what}: no CronJob"));
+        let container =
+            &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            container["image"],
+            format!(
+                "ghcr.io/ecr-refresh/ecr-refresh:{}",
+                env!("CARGO_PKG_VERSION")
+            ),
+            "{what}"
+        );
+        let env: Vec<(&str, &str)> = container["env"]
+            .as_array()
+            .expect("the container's env")
+            .iter()
+            .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str().unwrap_or(""))))
+            .collect();
+        let value = |name: &str| {
+            let found: Vec<&str> = env
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
+                .collect();
+            assert_eq!(found.len(), 1, "{what}: {name} set once: {env:?}");
+            found[0]
+        };
+        assert_eq!(value("AWS_REGION"), "eu-west-1", "{what}");
+        assert_eq!(
+            value("ECR_REFRESH_REGISTRIES"),
+            "111122223333.dkr.ecr.eu-west-1.amazonaws.com",
+            "{what}"
+        );
+        let accounts = if what == "with the component" {
+            "default"
+        } else {
+            ""
+        };
+        assert_eq!(value("ECR_REFRESH_SERVICE_ACCOUNTS"), accounts, "{what}");
+        if what == "namespaced" {
+            assert_eq!(value("ECR_REFRESH_NAMESPACES"), "team-a,team-b");
+        }
+    }
+}

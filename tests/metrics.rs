@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -16,11 +16,17 @@ use common::*;
 use fake_cluster::EcrFault;
 use serde_json::json;
 
-/// A Pushgateway on 127.0.0.1, persistence off (no --persistence.file), killed on drop.
+/// A Pushgateway on 127.0.0.1, killed on drop. Every piece of state it keeps is named by a flag:
+/// Debian's build has `--persistence.file=/var/lib/prometheus/pushgateway.data` compiled in
+/// (`prometheus-pushgateway --help`), so a gateway started without the flag loads whatever series
+/// any earlier gateway on the machine left there (issue 27).
 struct Gateway {
     child: Child,
     port: u16,
 }
+
+/// Debian's compiled-in default for `--persistence.file`.
+const DEBIAN_PERSISTENCE_FILE: &str = "/var/lib/prometheus/pushgateway.data";
 
 fn gateway_binary() -> PathBuf {
     for candidate in ["prometheus-pushgateway", "pushgateway"] {
@@ -35,12 +41,18 @@ fn gateway_binary() -> PathBuf {
     }
     panic!(
         "the Prometheus Pushgateway is not installed: these tests need Debian's \
-         prometheus-pushgateway package (apt-get install prometheus-pushgateway; .ci/run does)"
+         prometheus-pushgateway package (apt-get install prometheus-pushgateway; .ci/test does)"
     );
 }
 
 impl Gateway {
+    /// Series in memory only: `--persistence.file=` (empty) turns persistence off.
     fn start() -> Self {
+        Self::start_with(&["--persistence.file="])
+    }
+
+    /// A gateway with these flags besides its listen address.
+    fn start_with(flags: &[&str]) -> Self {
         let binary = gateway_binary();
         // A free port can be taken between our probe and the gateway's bind: try again.
         for _ in 0..5 {
@@ -50,6 +62,7 @@ impl Gateway {
                 .port();
             let child = Command::new(&binary)
                 .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .args(flags)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -157,11 +170,21 @@ impl Sample {
 
 /// A plain HTTP/1.0 GET (no chunked answer to decode); None when nothing listens.
 fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    http(port, "GET", path, "")
+}
+
+/// One HTTP/1.0 request with a body; None when nothing listens.
+fn http(port: u16, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
     let mut raw = String::new();
     stream.read_to_string(&mut raw).ok()?;
     let (head, body) = raw.split_once("\r\n\r\n")?;
@@ -391,6 +414,10 @@ fn a_failed_run_keeps_the_last_success_time_and_a_later_success_moves_it() {
 
 #[test]
 fn a_run_that_writes_nothing_pushes_its_counts_and_the_expiry_it_read() {
+    a_run_that_writes_nothing_pushes_its_counts();
+}
+
+fn a_run_that_writes_nothing_pushes_its_counts() {
     let gateway = Gateway::start();
     let h = Harness::new();
     h.namespaces(&["team-a"]);
@@ -570,4 +597,124 @@ fn a_gateway_that_is_down_hung_or_refusing_changes_no_exit_code() {
         took < Duration::from_secs(10),
         "a hung gateway costs at most its timeout: {took:?}"
     );
+}
+
+/// Issue 27: series an earlier Pushgateway left at Debian's default persistence file (planted
+/// here in the gateway's own format) reach no test's gateway, and the metrics scenario passes.
+/// The one test that writes outside its temporary directory: it puts back whatever file was
+/// there, on every path.
+#[test]
+fn series_left_at_debians_default_persistence_file_reach_no_test_gateway() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let planted = dir.path().join("pushgateway.data");
+    let stale = 1_600_000_000.0;
+    {
+        let gateway = Gateway::start_with(&[
+            &format!("--persistence.file={}", planted.display()),
+            "--web.enable-lifecycle",
+        ]);
+        let body = format!(
+            "# TYPE ecr_refresh_last_success_timestamp_seconds gauge\n\
+             ecr_refresh_last_success_timestamp_seconds {stale}\n"
+        );
+        // In another group than the scenario's, as a_successful_run_pushes_its_metrics_... left
+        // it: a run replaces its own group only, so these stay beside its series.
+        let pushed = http(
+            gateway.port,
+            "PUT",
+            "/metrics/job/ecr-refresh/cluster/prod-eu",
+            &body,
+        );
+        assert!(
+            pushed.as_ref().is_some_and(|(status, _)| *status == 200),
+            "{pushed:?}"
+        );
+        // A clean shutdown writes the persistence file.
+        let quit = http(gateway.port, "PUT", "/-/quit", "");
+        assert!(quit.is_some_and(|(status, _)| status == 200));
+        let mut gateway = gateway;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while gateway.child.try_wait().ok().flatten().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the planting gateway did not quit"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let bytes = std::fs::read(&planted).expect("the planting gateway wrote its file");
+    let _restore = Planted::at(Path::new(DEBIAN_PERSISTENCE_FILE), &bytes);
+
+    // The plant works: a gateway given no persistence flag loads it.
+    let unflagged = Gateway::start_with(&[]);
+    let loaded: Vec<f64> = unflagged
+        .ours("ecr_refresh_last_success_timestamp_seconds")
+        .iter()
+        .map(|s| s.value)
+        .collect();
+    assert_eq!(
+        loaded,
+        [stale],
+        "the planted series, loaded by Debian's default"
+    );
+    drop(unflagged);
+
+    // One of the scenarios that found the stale series beside its own (issue 27).
+    a_run_that_writes_nothing_pushes_its_counts();
+}
+
+/// A file put at `path` for one test; on drop (a failing test's too) the file that was there
+/// before is written back, or the path removed if there was none, with any directory made for
+/// it. Holds a lock so two test runs on one machine don't save each other's plant.
+struct Planted {
+    path: PathBuf,
+    before: Option<Vec<u8>>,
+    made_dir: Option<PathBuf>,
+    _lock: std::fs::File,
+}
+
+impl Planted {
+    fn at(path: &Path, bytes: &[u8]) -> Self {
+        let lock_path = std::env::temp_dir().join("ecr-refresh-planted-pushgateway.lock");
+        let lock = std::fs::File::create(&lock_path)
+            .unwrap_or_else(|e| panic!("{}: {e}", lock_path.display()));
+        lock.lock().expect("lock the planted file");
+        let parent = path.parent().expect("a file in a directory");
+        let made_dir = (!parent.exists()).then(|| parent.to_owned());
+        std::fs::create_dir_all(parent).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (this test writes Debian's default Pushgateway file and needs root)",
+                parent.display()
+            )
+        });
+        let before = match std::fs::read(path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => panic!("{}: {e}", path.display()),
+        };
+        let planted = Planted {
+            path: path.to_owned(),
+            before,
+            made_dir,
+            _lock: lock,
+        };
+        // Written in place: a file that was there keeps its owner and mode.
+        std::fs::write(path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        planted
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        let restored = match &self.before {
+            Some(bytes) => std::fs::write(&self.path, bytes),
+            None => std::fs::remove_file(&self.path),
+        };
+        if let Err(e) = restored {
+            eprintln!("could not restore {}: {e}", self.path.display());
+        }
+        if let Some(dir) = &self.made_dir {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }

@@ -9,6 +9,9 @@ pub struct Variable {
     pub default: &'static str,
     /// What it does, in one line.
     pub meaning: &'static str,
+    /// The values it takes, as its error says: `--help` prints it, and README's Configuration
+    /// table must carry it word for word (tests/cli.rs).
+    pub accepted: &'static str,
 }
 
 /// Every `ECR_REFRESH_*` variable the binary reads. One not listed here is refused.
@@ -17,91 +20,109 @@ pub const VARIABLES: &[Variable] = &[
         name: "ECR_REFRESH_MODE",
         default: "refresh",
         meaning: "refresh, or check: read-only, report per namespace what keeps its pods from pulling from ECR, write nothing (the same as `ecr-refresh check`)",
+        accepted: "refresh or check",
     },
     Variable {
         name: "ECR_REFRESH_SECRET_NAME",
         default: "aws-ecr-token",
         meaning: "the pull Secret's name in every namespace (a DNS subdomain name)",
+        accepted: "a DNS subdomain name (lowercase letters, digits, '-' and '.', at most 253 characters)",
     },
     Variable {
         name: "ECR_REFRESH_NAMESPACES",
         default: "all",
         meaning: "comma-separated namespace names and globs (* and ?); literal names need no namespace list",
+        accepted: "all, or comma-separated names and globs",
     },
     Variable {
         name: "ECR_REFRESH_EXCLUDE_NAMESPACES",
         default: "none",
         meaning: "comma-separated globs taken out of the selection",
+        accepted: "comma-separated globs",
     },
     Variable {
         name: "ECR_REFRESH_NAMESPACE_SELECTOR",
         default: "none",
         meaning: "label selector for namespaces, evaluated by the API server",
+        accepted: "a label selector, like team=a,env!=prod,tier in (web,api),!legacy",
     },
     Variable {
         name: "ECR_REFRESH_REGISTRIES",
         default: "the caller's own registry in AWS_REGION",
         meaning: "comma-separated registry hosts: <account>.dkr.ecr[-fips].<region>.<suffix>, the dual-stack <account>.dkr-ecr[-fips].<region>.<suffix>, with the suffixes of the region's partition (below), public.ecr.aws, ecr-public.aws.com",
+        accepted: "the host forms listed, each suffix in its region's partition; anything else is refused",
     },
     Variable {
         name: "ECR_REFRESH_DUAL_STACK",
         default: "false",
         meaning: "true: write each registry's dual-stack host too (<account>.dkr-ecr.<region>.on.aws, ecr-public.aws.com), from the same token",
+        accepted: "true or false",
     },
     Variable {
         name: "ECR_REFRESH_DRY_RUN",
         default: "false",
         meaning: "true: server-side dry run (dryRun=All); the API server validates every write and stores nothing",
+        accepted: "true or false",
     },
     Variable {
         name: "ECR_REFRESH_CONCURRENCY",
         default: "16",
-        meaning: "how many namespaces are written at once (1 to 1024)",
+        meaning: "how many namespaces are written at once",
+        accepted: "a whole number from 1 to 1024",
     },
     Variable {
         name: "ECR_REFRESH_TIMEOUT",
         default: "5m",
         meaning: "deadline for the whole run (90s, 5m); then nothing new starts and the run reports what it left",
+        accepted: "a duration of at least 1s",
     },
     Variable {
         name: "ECR_REFRESH_LOG_FORMAT",
         default: "text",
         meaning: "text or json",
+        accepted: "text or json",
     },
     Variable {
         name: "ECR_REFRESH_SERVICE_ACCOUNTS",
         default: "none",
         meaning: "comma-separated ServiceAccounts (usually default) that get the Secret added to imagePullSecrets",
+        accepted: "comma-separated ServiceAccount names (DNS subdomain names)",
     },
     Variable {
         name: "ECR_REFRESH_VERIFY_LOGIN",
         default: "false",
         meaning: "true: try each token against its registry before writing; refused means exit 3, nothing written",
+        accepted: "true or false",
     },
     Variable {
         name: "ECR_REFRESH_RENEW_BEFORE",
         default: "12h",
         meaning: "a Secret is rewritten once its token has less than this left (or it is missing, incomplete or edited); 12h or more: every run rewrites every Secret",
+        accepted: "a duration above zero",
     },
     Variable {
         name: "ECR_REFRESH_TERMINATION_LOG",
         default: "/dev/termination-log",
         meaning: "where the run's summary is written as JSON, for kubectl describe pod",
+        accepted: "a file path",
     },
     Variable {
         name: "ECR_REFRESH_PUSHGATEWAY_URL",
         default: "none",
         meaning: "Prometheus Pushgateway base URL; the run's metrics are pushed there under job ecr-refresh",
+        accepted: "an http or https base URL with a host, no query or credentials",
     },
     Variable {
         name: "ECR_REFRESH_PUSHGATEWAY_LABELS",
         default: "none",
         meaning: "grouping labels for the push, comma-separated name=value (cluster=prod-eu)",
+        accepted: "name=value pairs with Prometheus label names; only with ECR_REFRESH_PUSHGATEWAY_URL",
     },
     Variable {
         name: "ECR_REFRESH_EVENTS",
         default: "true",
         meaning: "true: a Warning Event (events.k8s.io/v1) in each namespace that failed, regarding its Secret; at most 100 per run, then one in the run's own namespace that counts the rest",
+        accepted: "true or false",
     },
 ];
 

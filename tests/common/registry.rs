@@ -30,7 +30,7 @@ impl Registry {
         assert!(
             Path::new(REGISTRY_BIN).exists(),
             "{REGISTRY_BIN} is missing: the login-check tests need a real registry; install it \
-             with `apt-get install docker-registry` (.ci/run does)"
+             with `apt-get install docker-registry` (.ci/test does)"
         );
         let dir = tempfile::tempdir().expect("a temporary directory");
         let htpasswd = dir.path().join("htpasswd");
@@ -55,7 +55,10 @@ impl Registry {
                 ),
             );
             let log_file = std::fs::File::create(&log).expect("create the registry log");
+            // Its whole configuration is the file: REGISTRY_* variables would override any
+            // key of it, so none reach it.
             let mut child = Command::new(REGISTRY_BIN)
+                .env_clear()
                 .arg("serve")
                 .arg(&config)
                 .stdin(Stdio::null())

@@ -1,16 +1,22 @@
-//! `fake-cluster demo`: ecr-refresh's main job on an embedded default, in one command.
+//! `fake-cluster demo`: ecr-refresh's main job, with the shipped CronJob's settings, in one
+//! command.
 //!
 //! Starts the fake API server and fake ECR in this process, seeds a few namespaces (one holding
 //! a Secret made by the old `kubectl create secret docker-registry --dry-run=client -o yaml |
-//! kubectl apply -f -` loop), runs the given ecr-refresh binary twice against them and prints,
-//! per run, each namespace's outcome and the Secret's uid before and after.
+//! kubectl apply -f -` loop), and runs the given ecr-refresh binary three times against them,
+//! with manifests/base/cronjob.yaml's environment: the first run writes every Secret; the
+//! second, what the CronJob does every 10 minutes after that, finds them all fresh and writes
+//! nothing; the third comes after one Secret was edited by hand and rewrites only that one.
+//! Per run it prints each namespace's outcome and the Secret's uid before and after, and how
+//! many Secrets were written and ECR calls made.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::io::{self, Read as _, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -19,14 +25,26 @@ use crate::{FakeCluster, FakeEcr, Resource};
 
 pub const SECRET: &str = "aws-ecr-token";
 pub const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
-/// New namespaces: the first run creates their Secret, the second updates it.
+/// New namespaces: the first run creates their Secret.
 pub const NEW: &[&str] = &["team-a", "team-b"];
-/// The namespace whose Secret the kubectl loop made: both runs update it in place.
+/// The namespace whose Secret the kubectl loop made: the first run adopts it in place.
 pub const LEGACY: &str = "legacy";
 /// A namespace being deleted: skipped, since the API server refuses new objects in it.
 pub const TERMINATING: &str = "retired";
+/// The Secret edited by hand before the third run.
+pub const EDITED: &str = "team-b";
 /// How many times the binary runs.
-pub const RUNS: usize = 2;
+pub const RUNS: usize = 3;
+
+/// The shipped CronJob, whose container's environment every run gets.
+const CRONJOB: &str = include_str!("../../../manifests/base/cronjob.yaml");
+/// Set by the demo instead of the CronJob: a registry (the CronJob's empty value means the
+/// caller's own, which only a real account has), JSON logs (the demo reads them), and a
+/// termination log in the demo's scratch directory.
+pub const DEMO_SETS: &[(&str, &str)] = &[
+    ("ECR_REFRESH_REGISTRIES", REGISTRY),
+    ("ECR_REFRESH_LOG_FORMAT", "json"),
+];
 
 /// One namespace's line of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +63,10 @@ pub struct Run {
     pub rows: Vec<Row>,
     /// Requests the run sent to the API server, by method.
     pub requests: BTreeMap<String, usize>,
+    /// Secrets the run wrote (created or updated), by its POST, PATCH and PUT requests.
+    pub secret_writes: usize,
+    /// Calls the run made to the fake ECR.
+    pub ecr_calls: usize,
 }
 
 /// What the demo saw.
@@ -52,6 +74,8 @@ pub struct Run {
 pub struct Demo {
     /// The uid of the Secret the kubectl loop made, as seeded.
     pub legacy_uid: String,
+    /// The environment every run got besides the fakes' addresses and credentials.
+    pub settings: Vec<(String, String)>,
     pub runs: Vec<Run>,
 }
 
@@ -76,12 +100,44 @@ pub enum DemoError {
         #[source]
         source: io::Error,
     },
+    #[error("manifests/base/cronjob.yaml: {0}")]
+    CronJob(String),
+    #[error("could not edit {namespace}'s Secret by hand: {why}")]
+    Edit { namespace: String, why: String },
     #[error("could not print: {0}")]
     Print(#[from] io::Error),
 }
 
+/// The `name`/`value` environment of the shipped CronJob's container, ECR_REFRESH_* and AWS_*
+/// entries, with [`DEMO_SETS`] in place of the CronJob's values.
+pub fn cronjob_settings() -> Result<Vec<(String, String)>, DemoError> {
+    let cronjob: Value =
+        serde_yaml_ng::from_str(CRONJOB).map_err(|e| DemoError::CronJob(e.to_string()))?;
+    let env = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .ok_or_else(|| DemoError::CronJob("no env in the first container".into()))?;
+    let mut settings: Vec<(String, String)> = env
+        .iter()
+        .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
+        .filter(|(name, _)| name.starts_with("ECR_REFRESH_") || name.starts_with("AWS_"))
+        // The termination log goes to the scratch directory; the kubelet provides the CronJob's.
+        .filter(|(name, _)| *name != "ECR_REFRESH_TERMINATION_LOG")
+        .map(|(name, value)| {
+            let ours = DEMO_SETS.iter().find(|(n, _)| *n == name);
+            (name.to_owned(), ours.map_or(value, |(_, v)| v).to_owned())
+        })
+        .collect();
+    for (name, value) in DEMO_SETS {
+        if !settings.iter().any(|(n, _)| n == name) {
+            settings.push(((*name).to_owned(), (*value).to_owned()));
+        }
+    }
+    Ok(settings)
+}
+
 /// Runs the demo with this ecr-refresh binary, printing to `out`.
 pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
+    let settings = cronjob_settings()?;
     let cluster = FakeCluster::start();
     let ecr = FakeEcr::start();
     for namespace in NEW.iter().chain([&LEGACY]) {
@@ -103,22 +159,55 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, cluster.kubeconfig()).map_err(files)?;
 
+    let setting = |name: &str| {
+        settings
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or("", |(_, v)| v.as_str())
+    };
     writeln!(
         out,
         "ecr-refresh demo: {binary}, run {RUNS} times against a fake API server\n\
-         ({cluster}) and a fake ECR ({ecr}), both in this process.\n\
+         ({cluster}) and a fake ECR ({ecr}), both in this process,\n\
+         with the shipped CronJob's settings (manifests/base/cronjob.yaml: every 10 minutes,\n\
+         ECR_REFRESH_RENEW_BEFORE={renew}, ECR_REFRESH_EVENTS={events}).\n\
          Namespaces: {new} (empty); {LEGACY}, whose Secret the old loop made:\n  \
          kubectl create secret docker-registry --dry-run=client -o yaml | kubectl apply -f -\n\
          and {TERMINATING} (being deleted).",
         binary = binary.display(),
         cluster = cluster.url(),
         ecr = ecr.url(),
+        renew = setting("ECR_REFRESH_RENEW_BEFORE"),
+        events = setting("ECR_REFRESH_EVENTS"),
         new = NEW.join(" and "),
     )?;
 
     let mut runs = Vec::with_capacity(RUNS);
     for n in 1..=RUNS {
+        match n {
+            2 => writeln!(
+                out,
+                "\nThe CronJob's next run, 10 minutes later: every token has hours left."
+            )?,
+            3 if cluster.get(Resource::Secrets, EDITED, SECRET).is_none() => {
+                writeln!(
+                    out,
+                    "\n{EDITED} has no Secret to edit by hand. The next run:"
+                )?;
+            }
+            3 => {
+                edit_by_hand(&cluster, EDITED)?;
+                writeln!(
+                    out,
+                    "\nSomeone edits {EDITED}'s Secret by hand, its password for\n\
+                     {REGISTRY}, as `kubectl edit secret {SECRET} -n {EDITED}`\n\
+                     would. The next run:"
+                )?;
+            }
+            _ => {}
+        }
         let sent_before = cluster.requests().len();
+        let ecr_before = ecr.calls().len();
         let started = Instant::now();
         let output = Command::new(binary)
             .env_clear()
@@ -131,8 +220,7 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
             .env("AWS_SECRET_ACCESS_KEY", "demo")
             // Nothing here is on EC2: never ask instance metadata.
             .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("ECR_REFRESH_LOG_FORMAT", "json")
-            .env("ECR_REFRESH_REGISTRIES", REGISTRY)
+            .envs(settings.iter().map(|(k, v)| (k, v)))
             .env("ECR_REFRESH_TERMINATION_LOG", dir.join("termination-log"))
             .output()
             .map_err(|source| DemoError::Start {
@@ -140,21 +228,39 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
                 source,
             })?;
         let elapsed = started.elapsed();
+        let sent = &cluster.requests()[sent_before..];
         let mut requests = BTreeMap::new();
-        for r in &cluster.requests()[sent_before..] {
+        for r in sent {
             *requests.entry(r.method.clone()).or_insert(0) += 1;
         }
+        // Secrets, not requests: adopting the kubectl loop's Secret takes two PATCHes.
+        let secret_writes = sent
+            .iter()
+            .filter(|r| matches!(r.method.as_str(), "POST" | "PATCH" | "PUT"))
+            .filter(|r| (200..300).contains(&r.status))
+            .filter_map(|r| {
+                let rest = r.path.strip_prefix("/api/v1/namespaces/")?;
+                let (namespace, rest) = rest.split_once('/')?;
+                rest.starts_with("secrets").then_some(namespace)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         let stdout = String::from_utf8_lossy(&output.stdout);
         let run = Run {
             exit_code: output.status.code().unwrap_or(-1),
             rows: rows(&stdout),
             requests,
+            secret_writes,
+            ecr_calls: ecr.calls().len() - ecr_before,
         };
         writeln!(
             out,
-            "\nrun {n}: exit {code} in {ms} ms; requests to the API server: {requests}",
+            "\nrun {n}: exit {code} in {ms} ms; Secrets written: {writes}; ECR calls: {calls}\n\
+             requests to the API server: {requests}",
             code = run.exit_code,
             ms = elapsed.as_millis(),
+            writes = run.secret_writes,
+            calls = run.ecr_calls,
             requests = ["GET", "POST", "PATCH", "PUT", "DELETE"]
                 .iter()
                 .map(|m| format!("{} {m}", run.requests.get(*m).copied().unwrap_or(0)))
@@ -169,7 +275,11 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
         runs.push(run);
     }
 
-    let demo = Demo { legacy_uid, runs };
+    let demo = Demo {
+        legacy_uid,
+        settings,
+        runs,
+    };
     let uids = |namespace: &str| -> Vec<&str> {
         demo.runs
             .iter()
@@ -181,7 +291,7 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
     if uids(LEGACY).iter().all(|uid| *uid == demo.legacy_uid) {
         writeln!(
             out,
-            "\n{LEGACY}'s Secret kept uid {uid} through both runs: adopted and updated\n\
+            "\n{LEGACY}'s Secret kept uid {uid} through every run: adopted and updated\n\
              in place, never deleted.",
             uid = demo.legacy_uid
         )?;
@@ -194,11 +304,64 @@ pub fn run(binary: &Path, out: &mut dyn Write) -> Result<Demo, DemoError> {
     if kept_new {
         writeln!(
             out,
-            "{new}'s Secrets, created in run 1, kept their uids in run 2.",
+            "{new}'s Secrets, created in run 1, kept their uids after.",
             new = NEW.join(" and ")
         )?;
     }
+    if let Some(second) = demo.runs.get(1)
+        && second.secret_writes == 0
+        && second.ecr_calls == 0
+    {
+        writeln!(
+            out,
+            "Run 2 wrote nothing and asked ECR nothing: what the CronJob does on most runs."
+        )?;
+    }
     Ok(demo)
+}
+
+/// A merge patch of the Secret's `.dockerconfigjson`, with another password for REGISTRY, by
+/// the field manager `kubectl edit` uses, through the fake's HTTP API as kubectl would send it.
+fn edit_by_hand(cluster: &FakeCluster, namespace: &str) -> Result<(), DemoError> {
+    let failed = |why: String| DemoError::Edit {
+        namespace: namespace.to_owned(),
+        why,
+    };
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let docker_config = json!({
+        "auths": { REGISTRY: {
+            "username": "AWS",
+            "password": "EDITED-BY-HAND",
+            "auth": b64("AWS:EDITED-BY-HAND"),
+        }}
+    })
+    .to_string();
+    let body = json!({ "data": { ".dockerconfigjson": b64(&docker_config) } }).to_string();
+    let url = cluster.url();
+    let address = url.strip_prefix("http://").unwrap_or(&url);
+    let mut stream = TcpStream::connect(address).map_err(|e| failed(e.to_string()))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| failed(e.to_string()))?;
+    write!(
+        stream,
+        "PATCH /api/v1/namespaces/{namespace}/secrets/{SECRET}?fieldManager=kubectl-edit HTTP/1.1\r\n\
+         Host: {address}\r\nContent-Type: application/merge-patch+json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(|e| failed(e.to_string()))?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .map_err(|e| failed(e.to_string()))?;
+    let status = answer.split_whitespace().nth(1).unwrap_or_default();
+    if status != "200" {
+        return Err(failed(format!(
+            "the API server answered {status}: {answer}"
+        )));
+    }
+    Ok(())
 }
 
 /// The demo's kubeconfig and HOME, removed when the demo ends.

@@ -1,6 +1,7 @@
 //! `fake-cluster`: serves the fake Kubernetes API server and the fake ECR endpoint on
 //! 127.0.0.1 until killed, for trying ecr-refresh (or kubectl) by hand; or, with `demo`, runs
-//! ecr-refresh's release build twice against them and prints what each run did.
+//! ecr-refresh (built with Cargo.toml's `demo` profile) three times against them with the
+//! shipped CronJob's settings and prints what each run did.
 //!
 //! Usage: fake-cluster [--namespaces N] [--port P] [--kubeconfig PATH] [--latency 5ms]
 //!        fake-cluster demo [--binary PATH]
@@ -18,8 +19,9 @@ const USAGE: &str =
   --port P           API server port on 127.0.0.1 (default 0: any free port)
   --kubeconfig PATH  where to write the kubeconfig (default ./fake-cluster.kubeconfig)
   --latency D        added latency per API request, e.g. 5ms, 1s (default 0)
-  demo               run ecr-refresh twice against a few seeded namespaces and print each
-                     run's outcomes; builds the release binary first (cargo build --release)
+  demo               run ecr-refresh three times against a few seeded namespaces with the
+                     shipped CronJob's settings and print each run's outcomes, writes and
+                     ECR calls; builds the binary first (cargo build --profile demo)
   --binary PATH      the ecr-refresh binary the demo runs instead";
 
 #[derive(Debug)]
@@ -99,19 +101,20 @@ fn parse_demo_args(mut args: impl Iterator<Item = String>) -> Result<Option<Path
     Ok(binary)
 }
 
-/// Builds ecr-refresh's release binary (a no-op when it is up to date) and returns its path,
-/// as cargo reports it, so a custom target directory is found too.
-fn build_release_binary() -> Result<PathBuf, String> {
+/// Builds ecr-refresh with Cargo.toml's `demo` profile (a no-op when it is up to date) and
+/// returns its path, as cargo reports it, so a custom target directory is found too.
+fn build_demo_binary() -> Result<PathBuf, String> {
     // `cargo run` tells the program which cargo ran it.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     // This crate lives in the workspace: build from there, wherever the command was started.
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    eprintln!("building ecr-refresh's release binary (the first time takes several minutes)...");
+    eprintln!("building ecr-refresh with the demo profile (a few minutes the first time)...");
     let output = Command::new(&cargo)
         .current_dir(&workspace)
         .args([
             "build",
-            "--release",
+            "--profile",
+            "demo",
             "-p",
             "ecr-refresh",
             "--bin",
@@ -122,7 +125,7 @@ fn build_release_binary() -> Result<PathBuf, String> {
         .output()
         .map_err(|e| format!("could not run {}: {e}", Path::new(&cargo).display()))?;
     if !output.status.success() {
-        return Err("cargo build --release -p ecr-refresh failed".into());
+        return Err("cargo build --profile demo -p ecr-refresh failed".into());
     }
     String::from_utf8_lossy(&output.stdout)
         .lines()
@@ -135,7 +138,7 @@ fn build_release_binary() -> Result<PathBuf, String> {
 fn run_demo(args: impl Iterator<Item = String>) -> ExitCode {
     let binary = match parse_demo_args(args) {
         Ok(Some(binary)) => binary,
-        Ok(None) => match build_release_binary() {
+        Ok(None) => match build_demo_binary() {
             Ok(binary) => binary,
             Err(message) => {
                 eprintln!("fake-cluster demo: {message}");

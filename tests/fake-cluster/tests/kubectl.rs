@@ -22,9 +22,16 @@ fn kubectl_available() -> bool {
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    // kubectl caches discovery under ~/.kube/cache unless told otherwise: beside the
+    // kubeconfig, so no test writes outside its own directory.
+    let cache = kubeconfig
+        .parent()
+        .expect("a kubeconfig in a directory")
+        .join("kube-cache");
     let mut child = Command::new("kubectl")
         .args(args)
         .env("KUBECONFIG", kubeconfig)
+        .env("KUBECACHEDIR", cache)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -184,4 +191,64 @@ fn kubectl_gets_and_applies_against_the_fake() {
     );
     assert!(yaml.contains("manager: kubectl"), "{yaml}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `kubectl create namespace` and `kubectl create secret` POST protobuf
+/// (application/vnd.kubernetes.protobuf), as kubectl's typed clients do; a real API server
+/// reads it, and so does the fake (src/kube/protobuf.rs).
+#[test]
+fn kubectl_create_namespace_and_secret_send_protobuf_which_the_fake_reads() {
+    assert!(
+        kubectl_available(),
+        "kubectl is needed for this test: put it on PATH (.ci/test puts the one .ci/kube-binaries builds there)"
+    );
+    let cluster = FakeCluster::start();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = cluster.write_kubeconfig(dir.path());
+
+    let out = kubectl(&kubeconfig, &["create", "namespace", "team-x"], None);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "namespace/team-x created"
+    );
+    let namespace = cluster
+        .get(Resource::Namespaces, "", "team-x")
+        .expect("the namespace was stored");
+    assert_eq!(namespace["status"]["phase"], "Active", "{namespace}");
+    kubectl(
+        &kubeconfig,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "s",
+            "-n",
+            "team-x",
+            "--from-literal=k=v",
+        ],
+        None,
+    );
+    let secret = cluster
+        .get(Resource::Secrets, "team-x", "s")
+        .expect("the Secret was stored");
+    assert_eq!(secret["data"]["k"], B64.encode("v"), "{secret}");
+    assert_eq!(secret["type"], "Opaque", "{secret}");
+
+    let posts: Vec<_> = cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    assert_eq!(posts.len(), 2, "{posts:?}");
+    for post in &posts {
+        assert!(
+            post.content_type
+                .as_deref()
+                .is_some_and(|c| c.starts_with("application/vnd.kubernetes.protobuf")),
+            "kubectl sent {:?} to {}: this test no longer covers protobuf",
+            post.content_type,
+            post.path
+        );
+        assert_eq!(post.status, 201, "{}", post.path);
+    }
 }

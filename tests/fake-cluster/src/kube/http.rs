@@ -11,6 +11,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::events::{self, EventApi, EventRoute};
+use super::protobuf;
 use super::rbac::{Attributes, Rbac};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{self, ApiError, FieldError};
@@ -169,9 +170,8 @@ struct Incoming<'a> {
 
 fn parse_body(body: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
     if content_type.is_some_and(|c| c.contains("protobuf")) {
-        return Err(status::unsupported_media_type(
-            content_type.unwrap_or_default(),
-        ));
+        // kubectl's typed clients (`kubectl create namespace`) send protobuf.
+        return protobuf::decode(body).map_err(status::unreadable_protobuf);
     }
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         return Ok(v);

@@ -13,6 +13,7 @@ mod gojson;
 mod http;
 mod patch;
 mod pods;
+mod protobuf;
 mod rbac;
 mod selector;
 mod status;

@@ -167,6 +167,17 @@ pub(crate) fn unsupported_media_type(content_type: &str) -> ApiError {
     )
 }
 
+/// A protobuf body the fake does not read (protobuf.rs): a real server would, so the fake says
+/// it is the one falling short.
+pub(crate) fn unreadable_protobuf(why: String) -> ApiError {
+    ApiError::new(
+        415,
+        "UnsupportedMediaType",
+        format!("the fake API server reads protobuf for v1 Namespace and Secret only: {why}"),
+        None,
+    )
+}
+
 /// `errors.NewForbidden`: `secrets "NAME" is forbidden: WHY` (or `secrets is forbidden` without a name).
 pub(crate) fn forbidden(plural: &str, name: &str, why: &str, causes: Vec<Cause>) -> ApiError {
     let message = if name.is_empty() {
