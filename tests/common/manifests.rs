@@ -98,6 +98,32 @@ pub fn render_component(variant: &str, component: Option<&str>) -> String {
     render_from_with(&copy.path().join("manifests"), variant, component)
 }
 
+/// A variant ("" for manifests/, "namespaced") with components (paths under manifests/, such
+/// as "components/monitoring"), rendered from a copy of the repository's manifests.
+pub fn render_with_components(variant: &str, components: &[&str]) -> String {
+    let copy = copy();
+    let root = copy.path().join("manifests");
+    if components.is_empty() {
+        return kustomize(&root.join(variant));
+    }
+    let overlay = copy.path().join("overlay");
+    std::fs::create_dir_all(&overlay).expect("an overlay directory");
+    let components: Vec<String> = components
+        .iter()
+        .map(|c| format!("\"../manifests/{c}\""))
+        .collect();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources: [\"../manifests/{variant}\"]\ncomponents: [{}]\n",
+            components.join(", ")
+        ),
+    )
+    .expect("writing the overlay");
+    kustomize(&overlay)
+}
+
 /// The repository's manifests rendered (from a copy: nothing is written into the repository).
 pub fn render(variant: &str, with_service_accounts: bool) -> String {
     let copy = copy();

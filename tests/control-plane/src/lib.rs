@@ -373,7 +373,10 @@ impl ControlPlane {
             .expect("kubectl runs");
         let stderr = String::from_utf8_lossy(&created.stderr);
         assert!(
-            created.status.success() || stderr.contains("AlreadyExists"),
+            // kubectl 1.37 says `serviceaccounts "NAME" already exists`, not the reason.
+            created.status.success()
+                || stderr.contains("AlreadyExists")
+                || stderr.contains("already exists"),
             "creating ServiceAccount {namespace}/{name}: {stderr}"
         );
         let token = self.kubectl_run(&["create", "token", name, "-n", namespace, "--duration=24h"]);
