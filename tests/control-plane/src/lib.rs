@@ -37,7 +37,12 @@
 //! - Users: an admin (group `system:masters`) and ecr-refresh's ServiceAccount user
 //!   `system:serviceaccount:ecr-refresh:ecr-refresh`, both from a static token file; and any
 //!   ServiceAccount through [`ControlPlane::kubeconfig_for_service_account`].
-//! - **No kube-controller-manager**, no scheduler, no kubelet. So a deleted namespace stays
+//! - On demand ([`ControlPlane::start_policy_status_controller`]), kube-controller-manager
+//!   with one controller only, the admission-policy status controller
+//!   (`--controllers=validatingadmissionpolicy-status-controller`): it type-checks each
+//!   ValidatingAdmissionPolicy and writes `status.typeChecking`, which kube-apiserver alone
+//!   never fills in. Every other controller is off.
+//! - **No other controller**, no scheduler, no kubelet. So a deleted namespace stays
 //!   `Terminating` for good (the namespace controller would empty and finalize it); no
 //!   `default` ServiceAccount appears in a new namespace; service-account-token Secrets are
 //!   never filled in; nothing is garbage-collected (ownerReferences are never acted on); pods
@@ -110,7 +115,12 @@ fn check_assets(value: Option<std::ffi::OsString>) -> Result<PathBuf, String> {
             ));
         }
     };
-    for binary in ["kube-apiserver", "etcd", "kubectl"] {
+    for binary in [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "etcd",
+        "kubectl",
+    ] {
         if !dir.join(binary).is_file() {
             return Err(format!(
                 "{ASSETS_VARIABLE}={} has no {binary}; {BUILD}",
@@ -135,9 +145,11 @@ pub struct ControlPlane {
     token_file: PathBuf,
     etcd: Mutex<Option<Daemon>>,
     apiserver: Mutex<Option<Daemon>>,
+    policy_status: Mutex<Option<Daemon>>,
     // The pids again, readable without a lock: the exit handler must not block.
     etcd_pid: AtomicU32,
     apiserver_pid: AtomicU32,
+    policy_status_pid: AtomicU32,
     version: OnceLock<String>,
     shared: bool,
     cleaned: AtomicBool,
@@ -237,8 +249,10 @@ impl ControlPlane {
             token_file: dir.join("tokens.csv"),
             etcd: Mutex::new(None),
             apiserver: Mutex::new(None),
+            policy_status: Mutex::new(None),
             etcd_pid: AtomicU32::new(0),
             apiserver_pid: AtomicU32::new(0),
+            policy_status_pid: AtomicU32::new(0),
             version: OnceLock::new(),
             shared,
             cleaned: AtomicBool::new(false),
@@ -458,6 +472,11 @@ impl ControlPlane {
         Some(self.etcd_pid.load(Ordering::Relaxed)).filter(|&p| p != 0)
     }
 
+    /// The admission-policy status controller's (kube-controller-manager's) pid.
+    pub fn policy_status_controller_pid(&self) -> Option<u32> {
+        Some(self.policy_status_pid.load(Ordering::Relaxed)).filter(|&p| p != 0)
+    }
+
     /// SIGKILL to kube-apiserver, and waits until it is gone.
     pub fn kill_apiserver(&self) {
         self.restartable();
@@ -651,6 +670,45 @@ impl ControlPlane {
         ready
     }
 
+    /// Starts kube-controller-manager with the admission-policy status controller alone, as
+    /// the admin, once (later calls do nothing): from then on each ValidatingAdmissionPolicy
+    /// gets `status.typeChecking`. On demand, not at start: its watches hold a SIGTERM'd
+    /// kube-apiserver past [`STOP_GRACE`], which the restart tests would pay for.
+    ///
+    /// # Panics
+    /// When kube-controller-manager can't be started.
+    pub fn start_policy_status_controller(&self) {
+        self.start_policy_status_inner()
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn start_policy_status_inner(&self) -> Result<(), String> {
+        let mut slot = lock(&self.policy_status);
+        if slot.is_some() {
+            return Ok(());
+        }
+        let mut command = Command::new(self.assets.join("kube-controller-manager"));
+        command
+            .arg(format!("--kubeconfig={}", self.admin_kubeconfig.display()))
+            .arg("--controllers=validatingadmissionpolicy-status-controller")
+            .arg("--leader-elect=false")
+            .arg("--secure-port=0")
+            .arg("--use-service-account-credentials=false")
+            .current_dir(&self.dir)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("TMPDIR", &self.dir);
+        let daemon = Daemon::spawn(
+            "kube-controller-manager",
+            command,
+            &self.dir.join("kube-controller-manager.log"),
+        )?;
+        self.policy_status_pid
+            .store(daemon.pid(), Ordering::Relaxed);
+        *slot = Some(daemon);
+        Ok(())
+    }
+
     /// Until `/readyz` answers ok to the admin and the objects kube-apiserver makes at start
     /// (the `default` namespace, the RBAC bootstrap roles) exist.
     fn wait_until_ready(&self) -> Result<(), String> {
@@ -710,6 +768,7 @@ impl ControlPlane {
             return;
         }
         for (slot, pid) in [
+            (&self.policy_status, &self.policy_status_pid),
             (&self.apiserver, &self.apiserver_pid),
             (&self.etcd, &self.etcd_pid),
         ] {

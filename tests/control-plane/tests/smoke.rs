@@ -345,7 +345,12 @@ fn an_own_control_plane_restarts_with_its_data_and_leaves_nothing_when_dropped()
     cp.kubectl_run(&["create", "configmap", "after", "-n", "kept"]);
     assert_eq!(read(&cp), "v1");
 
-    let pids = [cp.etcd_pid().unwrap(), cp.apiserver_pid().unwrap()];
+    cp.start_policy_status_controller();
+    let pids = [
+        cp.etcd_pid().unwrap(),
+        cp.apiserver_pid().unwrap(),
+        cp.policy_status_controller_pid().unwrap(),
+    ];
     let ports = [port_of(&cp.etcd_url()), cp.port()];
     let dir = cp.dir().to_owned();
     let step = Instant::now();
@@ -464,4 +469,77 @@ async fn kube_rs_takes_the_kubeconfigs() {
         matches!(&refused, kube::Error::Api(status) if status.code == 403),
         "{refused:?}"
     );
+}
+
+/// The status controller of kube-controller-manager type-checks each policy: a good
+/// expression gets no warning, one naming a field a Secret does not have gets one. Without
+/// the controller `status` stays empty, and the first assertion fails.
+#[test]
+fn the_policy_status_controller_type_checks_admission_policies() {
+    let cp = ControlPlane::shared();
+    cp.start_policy_status_controller();
+    let policy = |name: &str, expression: &str| {
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1\n\
+             kind: ValidatingAdmissionPolicy\n\
+             metadata: {{name: {name}}}\n\
+             spec:\n  \
+               matchConstraints:\n    \
+                 resourceRules:\n    \
+                 - {{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [secrets]}}\n  \
+               validations:\n  \
+               - expression: \"{expression}\"\n"
+        )
+    };
+    let file = cp.dir().join("smoke-policies.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "{}---\n{}",
+            policy("smoke-typed-good", "object.type != 'Opaque'"),
+            policy("smoke-typed-bad", "object.spec.replicas > 1")
+        ),
+    )
+    .unwrap();
+    cp.kubectl_run(&["apply", "-f", file.to_str().unwrap()]);
+
+    let checked = |name: &str| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let p =
+                json(&cp.kubectl_run(&["get", "validatingadmissionpolicy", name, "-o", "json"]));
+            if p["status"]["observedGeneration"] == p["metadata"]["generation"] {
+                return p["status"]["typeChecking"].clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} was not type-checked within 60 s: {}",
+                p["status"]
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    let good = checked("smoke-typed-good");
+    assert!(
+        good["expressionWarnings"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "{good}"
+    );
+    let bad = checked("smoke-typed-bad");
+    let warnings = bad["expressionWarnings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(warnings.len(), 1, "{bad}");
+    println!(
+        "the real type checker's warning: {}",
+        warnings[0]["warning"]
+    );
+    cp.kubectl_run(&[
+        "delete",
+        "validatingadmissionpolicy",
+        "smoke-typed-good",
+        "smoke-typed-bad",
+    ]);
 }
