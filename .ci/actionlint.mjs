@@ -17,6 +17,18 @@ const OUTDATED = [
         // GitHub and needed by actions/attest-build-provenance.
         message: /^unknown permission scope "attestations"\./,
     },
+    {
+        kind: "permissions",
+        // `artifact-metadata` (2025): actions/attest's storage record of a pushed
+        // image (its README, Usage) needs it.
+        message: /^unknown permission scope "artifact-metadata"\./,
+    },
+    {
+        kind: "runner-label",
+        // GitHub-hosted Ubuntu 24.04 runners (2024), and their arm64 twin (2025):
+        // release.yml builds each platform's image natively on one.
+        message: /^label "ubuntu-24\.04(-arm)?" is unknown\./,
+    },
 ];
 
 const files = process.argv.slice(2);
