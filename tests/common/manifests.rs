@@ -1,7 +1,7 @@
 //! The manifests as `kubectl kustomize` renders them, for tests that load their RBAC and
 //! admission policy into the fake. Needs `kubectl` on PATH, as .ci/validate-manifests does.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -26,15 +26,15 @@ pub fn kustomize(dir: &Path) -> String {
     String::from_utf8(out.stdout).expect("kustomize writes UTF-8")
 }
 
-/// A variant ("" for manifests/, "namespaced"), as shipped or with the service-accounts
-/// component, rendered from `root` (a manifests directory: a copy, see [`copy`]).
-pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> String {
+/// The directory to kustomize for a variant ("" for manifests/, "namespaced") of the
+/// manifests directory `root` (a copy, see [`copy`]): the variant's own, or with the
+/// service-accounts component an overlay written next to `root` (kustomize takes relative
+/// paths only, and no overlay inside what it includes).
+pub fn kustomization(root: &Path, variant: &str, with_service_accounts: bool) -> PathBuf {
     let dir = root.join(variant);
     if !with_service_accounts {
-        return kustomize(&dir);
+        return dir;
     }
-    // An overlay next to the manifests directory: kustomize takes relative paths only,
-    // and no overlay inside what it includes.
     let overlay = root
         .parent()
         .expect("manifests sit in a directory")
@@ -53,8 +53,17 @@ pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> S
         ),
     )
     .expect("writing the overlay");
-    let rendered = kustomize(&overlay);
-    std::fs::remove_dir_all(&overlay).expect("removing the overlay");
+    overlay
+}
+
+/// A variant ("" for manifests/, "namespaced"), as shipped or with the service-accounts
+/// component, rendered from `root` (a manifests directory: a copy, see [`copy`]).
+pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> String {
+    let dir = kustomization(root, variant, with_service_accounts);
+    let rendered = kustomize(&dir);
+    if with_service_accounts {
+        std::fs::remove_dir_all(&dir).expect("removing the overlay");
+    }
     rendered
 }
 

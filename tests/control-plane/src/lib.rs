@@ -373,7 +373,8 @@ impl ControlPlane {
             .expect("kubectl runs");
         let stderr = String::from_utf8_lossy(&created.stderr);
         assert!(
-            created.status.success() || stderr.contains("AlreadyExists"),
+            // kubectl says `serviceaccounts "NAME" already exists` (reason AlreadyExists).
+            created.status.success() || stderr.contains("already exists"),
             "creating ServiceAccount {namespace}/{name}: {stderr}"
         );
         let token = self.kubectl_run(&["create", "token", name, "-n", namespace, "--duration=24h"]);
