@@ -12,8 +12,8 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use common::manifests::{copy as copy_of_manifests, cronjob_env, documents, render, render_from};
 use common::attacks::{self, WIDE_RBAC, attacks, pull_secret_body, targets};
+use common::manifests::{copy as copy_of_manifests, cronjob_env, documents, render, render_from};
 use common::*;
 use fake_cluster::{FakeCluster, Resource};
 use serde_json::{Value, json};
@@ -87,7 +87,9 @@ fn send(
 fn seed_targets(cluster: &FakeCluster, targets: (&str, &str)) {
     for (manager, object) in attacks::target_objects(targets) {
         match object["kind"].as_str() {
-            Some("Namespace") => cluster.add_namespace(object["metadata"]["name"].as_str().unwrap(), &[]),
+            Some("Namespace") => {
+                cluster.add_namespace(object["metadata"]["name"].as_str().unwrap(), &[])
+            }
             Some("ServiceAccount") => {
                 cluster.seed(Resource::ServiceAccounts, object, manager);
             }

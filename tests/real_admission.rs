@@ -24,7 +24,10 @@ use serde_json::Value;
 
 /// The attack targets as another user left them, created by the admin.
 fn seed(cp: &ControlPlane, targets: (&str, &str)) {
-    let objects: Vec<Value> = target_objects(targets).into_iter().map(|(_, o)| o).collect();
+    let objects: Vec<Value> = target_objects(targets)
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect();
     create(cp, &objects);
 }
 
@@ -59,10 +62,16 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
         assert_eq!(status, 403, "{what}: {body}");
         let by_rbac = what == "a delete of our Secret" || what == "a ServiceAccount create";
         if by_rbac {
-            assert!(message(&body).contains("cannot "), "{what}: by RBAC: {body}");
+            assert!(
+                message(&body).contains("cannot "),
+                "{what}: by RBAC: {body}"
+            );
         } else {
             assert!(denied_by_policy(&body), "{what}: by the policy: {body}");
-            assert!(message(&body).contains(rule), "{what}: for {rule:?}: {body}");
+            assert!(
+                message(&body).contains(rule),
+                "{what}: for {rule:?}: {body}"
+            );
             assert_eq!(body["reason"], "Forbidden", "{body}");
         }
     }
@@ -75,18 +84,31 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
         .unwrap();
     eventually("the wide RBAC in force", || {
         let path = format!("{}?dryRun=All", delete.path);
-        let (status, body) = send(cp, &token, "DELETE", &path, delete.content_type, &Value::Null);
-        if denied_by_policy(&body) { Ok(()) } else { Err(format!("{status} {body}")) }
+        let (status, body) = send(
+            cp,
+            &token,
+            "DELETE",
+            &path,
+            delete.content_type,
+            &Value::Null,
+        );
+        if denied_by_policy(&body) {
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
+        }
     });
     for (what, rule, status, body) in launch(cp, &token, ("victim", "ours")) {
         assert_eq!(status, 403, "wide RBAC: {what}: {body}");
         assert!(denied_by_policy(&body), "wide RBAC: {what}: {body}");
-        assert!(message(&body).contains(rule), "wide RBAC: {what}: for {rule:?}: {body}");
+        assert!(
+            message(&body).contains(rule),
+            "wide RBAC: {what}: for {rule:?}: {body}"
+        );
     }
     let ours_after = get(cp, "secret", "ours", SECRET).unwrap();
     assert_eq!(
-        ours_after["metadata"]["resourceVersion"],
-        ours_before["metadata"]["resourceVersion"],
+        ours_after["metadata"]["resourceVersion"], ours_before["metadata"]["resourceVersion"],
         "nothing refused changed anything"
     );
     assert!(get(cp, "secret", "victim", SECRET).is_none());
@@ -101,7 +123,11 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
     eventually("the binding gone from the server's view", || {
         let path = format!("{}?dryRun=All", first.path);
         let (status, body) = send(cp, &token, "POST", &path, first.content_type, &first.body);
-        if status == 201 { Ok(()) } else { Err(format!("{status} {body}")) }
+        if status == 201 {
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
+        }
     });
     let count = attacks("victim", "ours").len();
     for i in 0..count {

@@ -4,6 +4,9 @@
 //! control plane's kubectl and of Debian's (/usr/bin/kubectl, 1.32, kustomize v5.5). Every
 //! object is created, and the server's type check of the admission policy finds nothing.
 //!
+//! The policy's type check is kube-controller-manager's
+//! (validatingadmissionpolicy-status-controller), which runs for this test alone.
+//!
 //! One control plane: between installs everything is removed again, the namespace by hand
 //! (no kube-controller-manager runs to finalize it).
 //!
@@ -15,7 +18,9 @@ mod common;
 use std::path::PathBuf;
 
 use common::manifests::{copy, yaml};
-use common::real::{SYSTEM_KUBECTL, admin, checked_policy, eventually, install, kubectl, ok};
+use common::real::{
+    PolicyStatusController, SYSTEM_KUBECTL, admin, checked_policy, eventually, install, kubectl, ok,
+};
 use control_plane::ControlPlane;
 use serde_json::Value;
 
@@ -36,7 +41,13 @@ fn uninstall(cp: &ControlPlane, rendered: &[Value]) {
         found["spec"]["finalizers"] = Value::Array(vec![]);
         admin(
             cp,
-            &["replace", "--raw", &format!("/api/v1/namespaces/{name}/finalize"), "-f", "-"],
+            &[
+                "replace",
+                "--raw",
+                &format!("/api/v1/namespaces/{name}/finalize"),
+                "-f",
+                "-",
+            ],
             &found.to_string(),
         );
     }
@@ -46,7 +57,11 @@ fn uninstall(cp: &ControlPlane, rendered: &[Value]) {
             &["get", "-f", "-", "--ignore-not-found", "-o", "name"],
             &yaml(rendered),
         );
-        if left.trim().is_empty() { Ok(()) } else { Err(left) }
+        if left.trim().is_empty() {
+            Ok(())
+        } else {
+            Err(left)
+        }
     });
 }
 
@@ -61,6 +76,8 @@ fn service_account_rule(role: &Value) -> bool {
 #[test]
 fn every_variant_is_installed_by_both_kubectls_and_the_policy_type_checks_without_warnings() {
     let cp = ControlPlane::shared();
+    // kube-apiserver never fills in a policy's status: this controller does.
+    let _status = PolicyStatusController::start(cp);
     // The namespaced variant's target namespaces are the cluster owner's: they exist first.
     cp.create_namespace("team-a");
     cp.create_namespace("team-b");
@@ -80,9 +97,12 @@ fn every_variant_is_installed_by_both_kubectls_and_the_policy_type_checks_withou
             version["kustomizeVersion"],
             cp.version()
         );
-        for (variant, with_service_accounts) in
-            [("", false), ("", true), ("namespaced", false), ("namespaced", true)]
-        {
+        for (variant, with_service_accounts) in [
+            ("", false),
+            ("", true),
+            ("namespaced", false),
+            ("namespaced", true),
+        ] {
             let what = format!(
                 "{} {variant:?} with_service_accounts={with_service_accounts}",
                 program.display()
@@ -91,7 +111,10 @@ fn every_variant_is_installed_by_both_kubectls_and_the_policy_type_checks_withou
             // What the server stored is what was rendered.
             let stored = admin(cp, &["get", "-f", "-", "-o", "json"], &yaml(&rendered));
             let stored: Value = serde_json::from_str(&stored).unwrap();
-            let stored = stored["items"].as_array().cloned().unwrap_or_else(|| vec![stored]);
+            let stored = stored["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_else(|| vec![stored]);
             assert_eq!(stored.len(), rendered.len(), "{what}");
             let roles: Vec<&Value> = stored
                 .iter()
@@ -103,10 +126,14 @@ fn every_variant_is_installed_by_both_kubectls_and_the_policy_type_checks_withou
                 "{what}"
             );
             for role in roles {
-                assert_eq!(service_account_rule(role), with_service_accounts, "{what}: {role}");
+                assert_eq!(
+                    service_account_rule(role),
+                    with_service_accounts,
+                    "{what}: {role}"
+                );
             }
 
-            let policy = checked_policy(cp);
+            let policy = checked_policy(cp, "ecr-refresh");
             let warnings = &policy["status"]["typeChecking"]["expressionWarnings"];
             assert!(
                 warnings.is_null() || warnings.as_array().is_some_and(|w| w.is_empty()),
@@ -122,4 +149,28 @@ fn every_variant_is_installed_by_both_kubectls_and_the_policy_type_checks_withou
             uninstall(cp, &rendered);
         }
     }
+
+    // The check can fail: a policy reading a field Secrets don't have gets its warning.
+    let probe = serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": { "name": "type-check-probe" },
+        "spec": {
+            "matchConstraints": { "resourceRules": [{ "apiGroups": [""], "apiVersions": ["v1"],
+                "resources": ["secrets"], "operations": ["CREATE"] }] },
+            "validations": [{ "expression": "object.spec.replicas > 0" }]
+        }
+    });
+    admin(cp, &["create", "-f", "-"], &probe.to_string());
+    let checked = checked_policy(cp, "type-check-probe");
+    let warnings = checked["status"]["typeChecking"]["expressionWarnings"].to_string();
+    assert!(
+        warnings.contains("undefined field 'spec'"),
+        "{:#}",
+        checked["status"]
+    );
+    admin(
+        cp,
+        &["delete", "validatingadmissionpolicy", "type-check-probe"],
+        "",
+    );
 }

@@ -80,17 +80,29 @@ fn a_first_run_creates_in_fresh_namespaces_and_a_second_keeps_every_uid() {
             assert_eq!(first.outcome(ns), "created", "{}", first.stdout);
             let secret = h.secret(ns).expect("created");
             assert_eq!(secret["type"], "kubernetes.io/dockerconfigjson");
-            assert!(h.ecr.passwords_issued().contains(&password(&secret, REGISTRY)));
+            assert!(
+                h.ecr
+                    .passwords_issued()
+                    .contains(&password(&secret, REGISTRY))
+            );
             uid(&secret)
         })
         .collect();
 
     // 12h or more rewrites every Secret.
-    let second = h.run(&env(shipped, "fresh-*", &[("ECR_REFRESH_RENEW_BEFORE", "12h")]));
+    let second = h.run(&env(
+        shipped,
+        "fresh-*",
+        &[("ECR_REFRESH_RENEW_BEFORE", "12h")],
+    ));
     second.expect_code(0);
     for (ns, before) in ["fresh-a", "fresh-b"].iter().zip(&uids) {
         assert_eq!(second.outcome(ns), "updated", "{}", second.stdout);
-        assert_eq!(&uid(&h.secret(ns).unwrap()), before, "{ns}: updated in place");
+        assert_eq!(
+            &uid(&h.secret(ns).unwrap()),
+            before,
+            "{ns}: updated in place"
+        );
     }
     assert_eq!(h.ecr.passwords_issued().len(), 2, "one token per run");
 }
@@ -102,12 +114,20 @@ fn with_nothing_due_a_run_writes_nothing() {
     namespaces(cp, &["idle-a", "idle-b"]);
     let h = RealHarness::new(cp);
     h.run(&env(shipped, "idle-a,idle-b", &[])).expect_code(0);
-    let stored: Vec<Value> = ["idle-a", "idle-b"].iter().map(|ns| h.secret(ns).unwrap()).collect();
+    let stored: Vec<Value> = ["idle-a", "idle-b"]
+        .iter()
+        .map(|ns| h.secret(ns).unwrap())
+        .collect();
     let writes_before = h.proxy.writes().len();
     let calls_before = h.ecr.calls().len();
     let counted_before = write_requests(cp, &["secrets", "serviceaccounts", "events"]);
+    assert!(counted_before > 0, "the first run's writes are counted");
 
-    let run = h.run(&env(shipped, "idle-a,idle-b", &[("ECR_REFRESH_RENEW_BEFORE", "8h")]));
+    let run = h.run(&env(
+        shipped,
+        "idle-a,idle-b",
+        &[("ECR_REFRESH_RENEW_BEFORE", "8h")],
+    ));
 
     run.expect_code(0);
     let counted = write_requests(cp, &["secrets", "serviceaccounts", "events"]) - counted_before;
@@ -117,7 +137,10 @@ fn with_nothing_due_a_run_writes_nothing() {
     for (ns, before) in ["idle-a", "idle-b"].iter().zip(&stored) {
         assert_eq!(run.outcome(ns), "fresh");
         let now = h.secret(ns).unwrap();
-        assert_eq!(now["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"]);
+        assert_eq!(
+            now["metadata"]["resourceVersion"],
+            before["metadata"]["resourceVersion"]
+        );
     }
 }
 
@@ -129,10 +152,18 @@ fn a_secret_from_the_kubectl_loop_is_adopted_in_place_without_its_last_applied_c
     let made = admin(
         cp,
         &[
-            "create", "secret", "docker-registry", SECRET, "-n", "legacy",
+            "create",
+            "secret",
+            "docker-registry",
+            SECRET,
+            "-n",
+            "legacy",
             &format!("--docker-server=https://{REGISTRY}"),
-            "--docker-username=AWS", "--docker-password=OLD-PASSWORD",
-            "--dry-run=client", "-o", "yaml",
+            "--docker-username=AWS",
+            "--docker-password=OLD-PASSWORD",
+            "--dry-run=client",
+            "-o",
+            "yaml",
         ],
         "",
     );
@@ -142,7 +173,9 @@ fn a_secret_from_the_kubectl_loop_is_adopted_in_place_without_its_last_applied_c
     assert!(
         old["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
             .as_str()
-            .is_some_and(|a| a.contains(&b64(&String::from_utf8(docker_config_bytes(&old)).unwrap()))),
+            .is_some_and(
+                |a| a.contains(&b64(&String::from_utf8(docker_config_bytes(&old)).unwrap()))
+            ),
         "kubectl's copy of the old password: {old}"
     );
 
@@ -192,12 +225,21 @@ fn others_entries_labels_annotations_and_data_keys_stay() {
     assert_eq!(run.outcome("shared"), "updated", "{}", run.stdout);
     assert_eq!(run.line("shared")["kept_entries"], 1);
     let secret = h.secret("shared").unwrap();
-    assert!(data_text(&secret).contains(&format!(r#""ghcr.io":{foreign}"#)), "{secret}");
+    assert!(
+        data_text(&secret).contains(&format!(r#""ghcr.io":{foreign}"#)),
+        "{secret}"
+    );
     assert_ne!(password(&secret, REGISTRY), "old");
     assert_eq!(secret["data"]["extra"], b64("keep me"));
     assert_eq!(secret["metadata"]["labels"]["team"], "a");
-    assert_eq!(secret["metadata"]["labels"]["app.kubernetes.io/managed-by"], "ecr-refresh");
-    assert_eq!(secret["metadata"]["annotations"]["team.example.com/owner"], "alice");
+    assert_eq!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "ecr-refresh"
+    );
+    assert_eq!(
+        secret["metadata"]["annotations"]["team.example.com/owner"],
+        "alice"
+    );
 }
 
 #[test]
@@ -211,7 +253,11 @@ fn a_terminating_namespace_is_skipped_listed_or_named() {
             "metadata": { "name": "held", "namespace": "term-going" } })],
     );
     // No kube-controller-manager: the namespace stays Terminating.
-    admin(cp, &["delete", "namespace", "term-going", "--wait=false"], "");
+    admin(
+        cp,
+        &["delete", "namespace", "term-going", "--wait=false"],
+        "",
+    );
     let going = get(cp, "namespace", "", "term-going").unwrap();
     assert_eq!(going["status"]["phase"], "Terminating");
     let h = RealHarness::new(cp);
@@ -243,14 +289,20 @@ fn the_service_accounts_component_appends_the_secret_to_default() {
     let _serial = serial();
     let (cp, shipped) = installed();
     assert!(
-        shipped.iter().any(|(k, v)| k == "ECR_REFRESH_SERVICE_ACCOUNTS" && v == "default"),
+        shipped
+            .iter()
+            .any(|(k, v)| k == "ECR_REFRESH_SERVICE_ACCOUNTS" && v == "default"),
         "{shipped:?}"
     );
     namespaces(cp, &["accounts-a", "accounts-b"]);
     let h = RealHarness::new(cp);
 
     let first = h.run(&env(shipped, "accounts-*", &[]));
-    let second = h.run(&env(shipped, "accounts-*", &[("ECR_REFRESH_RENEW_BEFORE", "12h")]));
+    let second = h.run(&env(
+        shipped,
+        "accounts-*",
+        &[("ECR_REFRESH_RENEW_BEFORE", "12h")],
+    ));
 
     first.expect_code(0);
     second.expect_code(0);
@@ -285,7 +337,10 @@ fn a_dry_run_stores_nothing() {
     let run = h.run(&env(
         shipped,
         "dry-*",
-        &[("ECR_REFRESH_DRY_RUN", "true"), ("ECR_REFRESH_RENEW_BEFORE", "12h")],
+        &[
+            ("ECR_REFRESH_DRY_RUN", "true"),
+            ("ECR_REFRESH_RENEW_BEFORE", "12h"),
+        ],
     ));
 
     run.expect_code(0);
@@ -308,10 +363,14 @@ fn a_dry_run_stores_nothing() {
         .map(|e| (e.method, e.path, e.status))
         .collect();
     assert!(
-        dry.iter().any(|(m, p, s)| m == "POST" && p.ends_with("/dry-fresh/secrets") && *s == 201),
+        dry.iter()
+            .any(|(m, p, s)| m == "POST" && p.ends_with("/dry-fresh/secrets") && *s == 201),
         "{dry:?}"
     );
-    assert!(dry.iter().any(|(m, _, s)| m == "PATCH" && *s == 200), "{dry:?}");
+    assert!(
+        dry.iter().any(|(m, _, s)| m == "PATCH" && *s == 200),
+        "{dry:?}"
+    );
 }
 
 #[test]
@@ -334,17 +393,32 @@ fn an_opaque_secret_under_our_name_fails_with_a_warning_event_kubectl_shows() {
     assert_eq!(run.outcome("opaque-a"), "failed", "{}", run.stdout);
     assert_eq!(run.outcome("opaque-b"), "created");
     let after = h.secret("opaque-a").unwrap();
-    assert_eq!(after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"]);
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
     let table = admin(cp, &["get", "events", "-n", "opaque-a"], "");
-    assert!(table.contains("Warning") && table.contains("WrongSecretType"), "{table}");
-    let events: Value =
-        serde_json::from_str(&admin(cp, &["get", "events", "-n", "opaque-a", "-o", "json"], ""))
-            .unwrap();
+    assert!(
+        table.contains("Warning") && table.contains("WrongSecretType"),
+        "{table}"
+    );
+    let events: Value = serde_json::from_str(&admin(
+        cp,
+        &["get", "events", "-n", "opaque-a", "-o", "json"],
+        "",
+    ))
+    .unwrap();
     let events = events["items"].as_array().unwrap();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["type"], "Warning");
     assert_eq!(events[0]["involvedObject"]["uid"], uid(&before));
-    assert!(events[0]["message"].as_str().unwrap().contains("type Opaque"), "{events:?}");
+    assert!(
+        events[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("type Opaque"),
+        "{events:?}"
+    );
 }
 
 #[test]
@@ -362,18 +436,12 @@ fn a_secret_deleted_right_after_our_read_is_recreated_fresh_without_the_deleted_
     let h = RealHarness::new(cp);
     let old = h.secret("inflight").unwrap();
     let path = format!("/api/v1/namespaces/inflight/secrets/{SECRET}");
-    let kubeconfig = cp.admin_kubeconfig().to_owned();
-    let kubectl = cp.assets().join("kubectl");
-    let cache = cp.dir().join("kubectl-cache");
     h.proxy.after_answer_to("GET", &path, move || {
-        let deleted = std::process::Command::new(kubectl)
-            .env("KUBECONFIG", kubeconfig)
-            .env("KUBECACHEDIR", cache)
-            .env("KUBERC", "off")
-            .args(["delete", "secret", SECRET, "-n", "inflight", "--wait=true"])
-            .output()
-            .expect("kubectl runs");
-        assert!(deleted.status.success(), "{deleted:?}");
+        admin(
+            cp,
+            &["delete", "secret", SECRET, "-n", "inflight", "--wait=true"],
+            "",
+        );
     });
 
     let run = h.run(&env(shipped, "inflight", &[]));
@@ -385,17 +453,29 @@ fn a_secret_deleted_right_after_our_read_is_recreated_fresh_without_the_deleted_
     assert_eq!(run.line("inflight")["uid_before"], uid(&old));
     assert_eq!(run.line("inflight")["uid_after"], uid(&secret));
     let auths = docker_config(&secret)["auths"].clone();
-    assert!(auths.get("ghcr.io").is_none(), "nothing of the deleted object: {auths}");
-    assert!(h.ecr.passwords_issued().contains(&password(&secret, REGISTRY)));
+    assert!(
+        auths.get("ghcr.io").is_none(),
+        "nothing of the deleted object: {auths}"
+    );
+    assert!(
+        h.ecr
+            .passwords_issued()
+            .contains(&password(&secret, REGISTRY))
+    );
     let exchanges: Vec<_> = h
         .proxy
         .exchanges()
         .into_iter()
         .filter(|e| e.path.ends_with(SECRET) || e.path.ends_with("/secrets"))
         .collect();
-    let statuses: Vec<(&str, u16)> =
-        exchanges.iter().map(|e| (e.method.as_str(), e.status)).collect();
-    assert_eq!(statuses, [("GET", 200), ("PATCH", 409), ("GET", 404), ("POST", 201)]);
+    let statuses: Vec<(&str, u16)> = exchanges
+        .iter()
+        .map(|e| (e.method.as_str(), e.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        [("GET", 200), ("PATCH", 409), ("GET", 404), ("POST", 201)]
+    );
     // The real server's answer to the apply naming the deleted uid.
     let conflict: Value = serde_json::from_str(&exchanges[1].response_body).unwrap();
     println!("the real server's 409: {conflict}");
@@ -442,7 +522,12 @@ fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
         );
     }
     // No namespace list: the Roles don't allow one.
-    assert!(h.proxy.exchanges().iter().all(|e| e.path != "/api/v1/namespaces"));
+    assert!(
+        h.proxy
+            .exchanges()
+            .iter()
+            .all(|e| e.path != "/api/v1/namespaces")
+    );
     // A namespace without a Role is refused by the real RBAC, and only it fails.
     wider.expect_code(1);
     assert_eq!(wider.outcome("team-a"), "fresh");

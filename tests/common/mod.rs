@@ -137,14 +137,12 @@ impl Harness {
 
     pub fn checked(&self, output: Output) -> Run {
         let run = self.binary.checked(output);
-        let deletes: Vec<String> = self
-            .cluster
-            .requests()
-            .into_iter()
-            .filter(|r| r.method == "DELETE")
-            .map(|r| r.path)
-            .collect();
-        assert!(deletes.is_empty(), "ecr-refresh sent a DELETE: {deletes:?}");
+        no_delete(
+            self.cluster
+                .requests()
+                .into_iter()
+                .map(|r| (r.method, r.path)),
+        );
         run
     }
 
@@ -180,6 +178,16 @@ impl Harness {
             .filter(|r| r.method == method && r.path.ends_with(suffix))
             .count()
     }
+}
+
+/// Checks that no request (method, path) was a DELETE: ecr-refresh never deletes.
+pub fn no_delete(requests: impl IntoIterator<Item = (String, String)>) {
+    let deletes: Vec<String> = requests
+        .into_iter()
+        .filter(|(method, _)| method == "DELETE")
+        .map(|(_, path)| path)
+        .collect();
+    assert!(deletes.is_empty(), "ecr-refresh sent a DELETE: {deletes:?}");
 }
 
 /// What one run printed and how it ended.

@@ -100,7 +100,8 @@ impl Proxy {
     /// Once: right after the server answers `method path` (no query) with a 2xx, and before
     /// that answer is passed on, runs `act`.
     pub fn after_answer_to(&self, method: &str, path: &str, act: impl FnOnce() + Send + 'static) {
-        *self.shared.hook.lock().unwrap() = Some((method.to_owned(), path.to_owned(), Box::new(act)));
+        *self.shared.hook.lock().unwrap() =
+            Some((method.to_owned(), path.to_owned(), Box::new(act)));
     }
 
     /// The exchanges whose method is not a read (GET, LIST and WATCH are all GET here).

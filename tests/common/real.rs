@@ -109,7 +109,8 @@ pub fn get(cp: &ControlPlane, kind: &str, namespace: &str, name: &str) -> Option
 pub fn namespaces(cp: &ControlPlane, names: &[&str]) {
     let mut objects = Vec::new();
     for name in names {
-        objects.push(json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }));
+        objects
+            .push(json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }));
         objects.push(json!({ "apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": { "name": "default", "namespace": name },
             "imagePullSecrets": [{ "name": "team-creds" }] }));
@@ -151,7 +152,10 @@ pub fn install(
         "",
     ));
     assert!(!rendered.is_empty(), "{} renders objects", dir.display());
-    let applied = ok(kubectl(cp, program, admin).arg("apply").arg("-k").arg(&dir), "");
+    let applied = ok(
+        kubectl(cp, program, admin).arg("apply").arg("-k").arg(&dir),
+        "",
+    );
     let created: Vec<&str> = applied
         .lines()
         .filter(|l| l.ends_with(" created"))
@@ -176,16 +180,73 @@ pub fn install(
     rendered
 }
 
+/// kube-controller-manager running only `validatingadmissionpolicy-status-controller`, the
+/// one that type-checks ValidatingAdmissionPolicies and writes `status.typeChecking`:
+/// kube-apiserver itself never does. From `KUBEBUILDER_ASSETS` (`.ci/kube-binaries` builds
+/// it); stopped when dropped, and with the test process (PR_SET_PDEATHSIG).
+pub struct PolicyStatusController {
+    child: std::process::Child,
+}
+
+impl PolicyStatusController {
+    pub fn start(cp: &ControlPlane) -> Self {
+        use std::os::unix::process::CommandExt as _;
+        let program = cp.assets().join("kube-controller-manager");
+        assert!(
+            program.is_file(),
+            "{} is missing: the policy's type check needs kube-controller-manager; build it \
+             with `bash .ci/kube-binaries`",
+            program.display()
+        );
+        let log = std::fs::File::create(cp.dir().join("kube-controller-manager.log"))
+            .expect("kube-controller-manager's log");
+        let mut command = Command::new(program);
+        command
+            .arg(format!("--kubeconfig={}", cp.admin_kubeconfig().display()))
+            .arg("--controllers=validatingadmissionpolicy-status-controller")
+            .arg("--leader-elect=false")
+            // No serving: nothing scrapes it, and no port to find.
+            .arg("--secure-port=0")
+            .current_dir(cp.dir())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("TMPDIR", cp.dir())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("the log again"))
+            .stderr(log);
+        // SAFETY: prctl(2) only, between fork and exec: async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let child = command.spawn().expect("kube-controller-manager starts");
+        Self { child }
+    }
+}
+
+impl Drop for PolicyStatusController {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The policy once the server has type-checked its current generation
 /// (`status.observedGeneration == metadata.generation`).
-pub fn checked_policy(cp: &ControlPlane) -> Value {
+pub fn checked_policy(cp: &ControlPlane, name: &str) -> Value {
     eventually("the policy's type check", || {
         let policy: Value = serde_json::from_str(&admin(
             cp,
-            &["get", "validatingadmissionpolicy", "ecr-refresh", "-o", "json"],
+            &["get", "validatingadmissionpolicy", name, "-o", "json"],
             "",
         ))
         .expect("kubectl prints JSON");
+        // Written by kube-controller-manager ([`PolicyStatusController`]).
         let generation = &policy["metadata"]["generation"];
         if generation.is_number() && policy["status"]["observedGeneration"] == *generation {
             Ok(policy)
@@ -332,14 +393,12 @@ impl<'a> RealHarness<'a> {
 
     pub fn run(&self, env: &[(&str, &str)]) -> Run {
         let run = self.binary.run(env);
-        let deletes: Vec<String> = self
-            .proxy
-            .exchanges()
-            .into_iter()
-            .filter(|e| e.method == "DELETE")
-            .map(|e| e.path)
-            .collect();
-        assert!(deletes.is_empty(), "ecr-refresh sent a DELETE: {deletes:?}");
+        super::no_delete(
+            self.proxy
+                .exchanges()
+                .into_iter()
+                .map(|e| (e.method, e.path)),
+        );
         run
     }
 
