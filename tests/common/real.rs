@@ -173,7 +173,7 @@ pub fn install(
         assert!(
             created
                 .iter()
-                .any(|l| l.starts_with(&format!("{kind}")) && l.contains(&format!("/{name} "))),
+                .any(|l| l.starts_with(kind.as_str()) && l.contains(&format!("/{name} "))),
             "{kind}/{name} is among the created:\n{applied}"
         );
     }
