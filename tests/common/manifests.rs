@@ -1,7 +1,7 @@
 //! The manifests as `kubectl kustomize` renders them, for tests that load their RBAC and
 //! admission policy into the fake. Needs `kubectl` on PATH, as .ci/validate-manifests does.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -61,9 +61,36 @@ fn render_overlay_from(
     fields: &str,
     component: Option<&str>,
 ) -> String {
+    let dir = kustomization_with(root, variant, fields, component);
+    let rendered = kustomize(&dir);
+    if dir != root.join(variant) {
+        std::fs::remove_dir_all(&dir).expect("removing the overlay");
+    }
+    rendered
+}
+
+/// The directory to kustomize (or `kubectl apply -k`) for a variant ("" for manifests/,
+/// "namespaced") of the manifests directory `root` (a copy, see [`copy`]): the variant's
+/// own, or with the service-accounts component an overlay written next to `root`.
+pub fn kustomization(root: &Path, variant: &str, with_service_accounts: bool) -> PathBuf {
+    kustomization_with(
+        root,
+        variant,
+        "",
+        with_service_accounts.then_some("service-accounts"),
+    )
+}
+
+/// The same with an overlay's own lines (`fields`) and one component of manifests/components.
+fn kustomization_with(
+    root: &Path,
+    variant: &str,
+    fields: &str,
+    component: Option<&str>,
+) -> PathBuf {
     let dir = root.join(variant);
     if component.is_none() && fields.is_empty() {
-        return kustomize(&dir);
+        return dir;
     }
     // An overlay next to the manifests directory: kustomize takes relative paths only,
     // and no overlay inside what it includes.
@@ -87,9 +114,7 @@ fn render_overlay_from(
         ),
     )
     .expect("writing the overlay");
-    let rendered = kustomize(&overlay);
-    std::fs::remove_dir_all(&overlay).expect("removing the overlay");
-    rendered
+    overlay
 }
 
 /// The repository's manifests rendered with one component (or none), from a copy.

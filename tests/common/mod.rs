@@ -5,7 +5,10 @@
 //! and a token handed out by the fake ECR anywhere in the binary's output.
 #![allow(dead_code)]
 
+pub mod attacks;
 pub mod manifests;
+pub mod proxy;
+pub mod real;
 pub mod registry;
 
 use std::path::{Path, PathBuf};
@@ -19,32 +22,24 @@ pub const SECRET: &str = "aws-ecr-token";
 pub const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
 pub const REGION: &str = "us-east-1";
 
-pub struct Harness {
-    pub cluster: FakeCluster,
+/// The built binary with a fake ECR, pointed at any kubeconfig: the fake API server's
+/// ([`Harness`]) or a real one's (tests/common/real.rs).
+pub struct Binary {
     pub ecr: FakeEcr,
     pub dir: tempfile::TempDir,
     kubeconfig: PathBuf,
 }
 
-impl Harness {
-    pub fn new() -> Self {
-        Self::with(FakeCluster::start())
-    }
-
-    pub fn with(cluster: FakeCluster) -> Self {
+impl Binary {
+    /// A temporary directory, a fake ECR, and the kubeconfig `kubeconfig` writes or names
+    /// (it is given the directory).
+    pub fn new(kubeconfig: impl FnOnce(&Path) -> PathBuf) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let kubeconfig = cluster.write_kubeconfig(dir.path());
+        let kubeconfig = kubeconfig(dir.path());
         Self {
-            cluster,
             ecr: FakeEcr::start(),
             dir,
             kubeconfig,
-        }
-    }
-
-    pub fn namespaces(&self, names: &[&str]) {
-        for name in names {
-            self.cluster.add_namespace(name, &[]);
         }
     }
 
@@ -56,8 +51,8 @@ impl Harness {
         self.dir.path().join("termination-log")
     }
 
-    /// The binary's environment: the fakes, JSON logs, the default log filter, and nothing
-    /// from the developer's shell.
+    /// The binary's environment: the kubeconfig, the fake ECR, JSON logs, the default log
+    /// filter, and nothing from the developer's shell.
     pub fn command(&self, env: &[(&str, &str)]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_ecr-refresh"));
         command
@@ -79,16 +74,17 @@ impl Harness {
         command
     }
 
-    /// Runs the binary to completion and checks what every run must hold.
+    /// Runs the binary to completion; no token in its output.
     pub fn run(&self, env: &[(&str, &str)]) -> Run {
         let output = self.command(env).output().expect("ecr-refresh runs");
         self.checked(output)
     }
 
+    /// The run's output, checked for every token the fake ECR handed out (the password, and
+    /// the forms it travels in: the token and the `auth` field).
     pub fn checked(&self, output: Output) -> Run {
         let run = Run::from(output);
         for password in self.ecr.passwords_issued() {
-            // The password, and the forms it travels in: the token and the `auth` field.
             for form in [password.clone(), b64(&format!("AWS:{password}"))] {
                 assert!(
                     !run.stdout.contains(&form) && !run.stderr.contains(&form),
@@ -98,14 +94,55 @@ impl Harness {
                 );
             }
         }
-        let deletes: Vec<String> = self
-            .cluster
-            .requests()
-            .into_iter()
-            .filter(|r| r.method == "DELETE")
-            .map(|r| r.path)
-            .collect();
-        assert!(deletes.is_empty(), "ecr-refresh sent a DELETE: {deletes:?}");
+        run
+    }
+}
+
+/// The binary against a fresh fake cluster. Every run is also checked for a DELETE in the
+/// fake's request log.
+pub struct Harness {
+    pub cluster: FakeCluster,
+    binary: Binary,
+}
+
+impl std::ops::Deref for Harness {
+    type Target = Binary;
+
+    fn deref(&self) -> &Binary {
+        &self.binary
+    }
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Self::with(FakeCluster::start())
+    }
+
+    pub fn with(cluster: FakeCluster) -> Self {
+        let binary = Binary::new(|dir| cluster.write_kubeconfig(dir));
+        Self { cluster, binary }
+    }
+
+    pub fn namespaces(&self, names: &[&str]) {
+        for name in names {
+            self.cluster.add_namespace(name, &[]);
+        }
+    }
+
+    /// Runs the binary to completion and checks what every run must hold.
+    pub fn run(&self, env: &[(&str, &str)]) -> Run {
+        let output = self.command(env).output().expect("ecr-refresh runs");
+        self.checked(output)
+    }
+
+    pub fn checked(&self, output: Output) -> Run {
+        let run = self.binary.checked(output);
+        no_delete(
+            self.cluster
+                .requests()
+                .into_iter()
+                .map(|r| (r.method, r.path)),
+        );
         run
     }
 
@@ -141,6 +178,16 @@ impl Harness {
             .filter(|r| r.method == method && r.path.ends_with(suffix))
             .count()
     }
+}
+
+/// Checks that no request (method, path) was a DELETE: ecr-refresh never deletes.
+pub fn no_delete(requests: impl IntoIterator<Item = (String, String)>) {
+    let deletes: Vec<String> = requests
+        .into_iter()
+        .filter(|(method, _)| method == "DELETE")
+        .map(|(_, path)| path)
+        .collect();
+    assert!(deletes.is_empty(), "ecr-refresh sent a DELETE: {deletes:?}");
 }
 
 /// What one run printed and how it ended.
