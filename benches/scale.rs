@@ -6,9 +6,10 @@
 //! per namespace, list pages, ECR calls, the child's CPU time and peak RSS, and how far the
 //! wall time is from the lower bound requests × latency / c. Then two runs with
 //! ECR_REFRESH_RENEW_BEFORE=8h at the largest N and c=16, after a create run: nothing due,
-//! and 1% of namespaces new since. Then: the request mix of one create and one update run
-//! (request log on), the fake's throughput with no added latency, and the common
-//! `kubectl create --dry-run | kubectl apply` loop on the same fake.
+//! and 1% of namespaces new since; nothing due with ECR_REFRESH_DUAL_STACK=true. Then: the
+//! request mix of one create and one update run (request log on), the fake's throughput with
+//! no added latency, and the common `kubectl create --dry-run | kubectl apply` loop on the
+//! same fake.
 //!
 //! Peak RSS comes from `wait4`, but not on a child of this process: Linux folds the hiwater
 //! RSS of the memory the child was spawned from into the child's `ru_maxrss` at exec, and
@@ -158,6 +159,20 @@ fn renew_before_runs(n: usize) {
         "1% new: a read per namespace and a create per new one"
     );
 
+    // The same with ECR_REFRESH_DUAL_STACK=true: each Secret holds the registry and its
+    // dual-stack twin, and a run where nothing is due is as cheap as without.
+    let mut fixture = Fixture::new(n, LATENCY, false);
+    fixture.dual_stack = true;
+    fixture.run(16, RunKind::Create);
+    let run = fixture.run(16, RunKind::NothingDue);
+    run.print_row(n, 16, "nothing due (8h), dual-stack", LATENCY);
+    assert_eq!(run.ecr_calls, 0, "nothing due with dual-stack: no ECR call");
+    assert_eq!(
+        run.requests,
+        n + run.pages() + 1,
+        "nothing due with dual-stack: one read per namespace, the pages and /version; no write"
+    );
+
     // What a metadata-only read would save: the same number of requests (the digest needs the
     // data), so only bytes. Nothing due again, with tokens as long as real ECR passwords.
     let mut fixture = Fixture::new(n, LATENCY, false);
@@ -192,6 +207,8 @@ struct Fixture {
     first_new: usize,
     /// The password the fake ECR hands out, if not its own short `pw-<region>-<n>`.
     password: Option<String>,
+    /// ECR_REFRESH_DUAL_STACK=true: each registry's dual-stack host is written too.
+    dual_stack: bool,
 }
 
 fn namespace(i: usize) -> String {
@@ -238,6 +255,7 @@ impl Fixture {
             namespaces,
             first_new: namespaces,
             password: None,
+            dual_stack: false,
         }
     }
 
@@ -268,6 +286,7 @@ impl Fixture {
             )
             .env("ECR_REFRESH_CONCURRENCY", concurrency.to_string())
             .env("ECR_REFRESH_RENEW_BEFORE", kind.renew_before())
+            .env("ECR_REFRESH_DUAL_STACK", self.dual_stack.to_string())
             .env("RUST_LOG", "warn")
             .output()
             .expect("the launcher runs");

@@ -50,11 +50,28 @@ impl fmt::Debug for DockerConfigJson {
 #[error("its .dockerconfigjson{0}")]
 pub struct UnreadableDockerConfig(String);
 
+/// Whether an `auths` key is the entry for `host` (a bare host, as we write it): the key is
+/// exactly `host`, optionally after `https://` and before one trailing `/`.
+///
+/// The kubelet's keyring (pkg/credentialprovider/keyring.go) keys an entry by the URL's host
+/// plus its path, a path of `/` counting as none, and compares hosts as written. So
+/// `https://HOST` is the very entry `HOST` is: `kubectl create secret docker-registry
+/// --docker-server=https://HOST` writes that key, and a Secret adopted from such a loop would
+/// otherwise keep the loop's old token beside ours under the same kubelet key, for pulls to
+/// try and fail on. That key is ours, replaced by the bare host. Any other key is someone
+/// else's and kept byte for byte: `HOST/team-x` (the kubelet matches it before `HOST` for
+/// images under that path), `HOST` in another letter case, or another scheme (`http://`: ECR
+/// serves only HTTPS, so no tool writes it for an ECR host).
+pub fn is_entry_for(key: &str, host: &str) -> bool {
+    let rest = key.strip_prefix("https://").unwrap_or(key);
+    rest.strip_suffix('/').unwrap_or(rest) == host
+}
+
 /// Merges fresh credentials into the current value (None: a new Secret).
 ///
 /// `previously_ours` are the hosts our last write recorded: entries for them that are no longer
-/// configured are dropped. Entries whose key names a configured registry, with or without
-/// `https://` or a trailing `/`, are replaced by ours.
+/// configured are dropped. Entries for a configured registry (`is_entry_for`) are replaced by
+/// ours; every other entry is kept as it is.
 pub fn merge(
     current: Option<&[u8]>,
     ours: &[Credential<'_>],
@@ -64,18 +81,18 @@ pub fn merge(
         None => (Vec::new(), Vec::new()),
         Some(bytes) => split(bytes)?,
     };
-    let ours_now: HashSet<&str> = ours.iter().map(|c| c.registry.host()).collect();
+    let ours_now: Vec<&str> = ours.iter().map(|c| c.registry.host()).collect();
+    // Recorded by our own writes: bare hosts, normalized only in case someone edited the record.
     let ours_before: HashSet<String> = previously_ours.iter().map(|h| normalize(h)).collect();
 
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
     let mut entries: Vec<(String, Box<RawValue>)> = Vec::new();
     for (key, value) in auths {
-        let host = normalize(&key);
-        if ours_now.contains(host.as_str()) {
+        if ours_now.iter().any(|host| is_entry_for(&key, host)) {
             continue;
         }
-        if ours_before.contains(&host) {
+        if ours_before.iter().any(|host| is_entry_for(&key, host)) {
             dropped.push(key);
             continue;
         }
@@ -281,6 +298,45 @@ mod tests {
         assert_eq!(value["auths"][A]["password"], "new");
         assert_eq!(value["credsStore"], "desktop");
         assert_eq!(out.kept, ["ghcr.io"]);
+    }
+
+    #[test]
+    fn only_keys_naming_exactly_our_host_are_ours() {
+        for (key, ours) in [
+            (A.to_owned(), true),
+            (format!("https://{A}"), true),
+            (format!("https://{A}/"), true),
+            (format!("{A}/team-x"), false),
+            (format!("https://{A}/team-x"), false),
+            (A.to_uppercase(), false),
+            (format!("http://{A}"), false),
+            (format!("{A}/"), true),
+            (format!("https://{A}//"), false),
+            (format!(" {A}"), false),
+        ] {
+            assert_eq!(is_entry_for(&key, A), ours, "{key}");
+        }
+    }
+
+    #[test]
+    fn others_path_scoped_and_differently_cased_entries_are_kept_byte_for_byte() {
+        let upper = A.to_uppercase();
+        let current = format!(
+            r#"{{"auths":{{"{A}/team-x":{{ "auth":"dGVhbTp4" }},"{upper}":{{"auth":"dXA="}},"{A}":{{"auth":"b2xk"}}}}}}"#
+        );
+        let (value, out) = merged(Some(&current), &[(A, "new")], &[A]);
+        let text = String::from_utf8(out.bytes.clone()).unwrap();
+        assert!(
+            text.contains(&format!(r#""{A}/team-x":{{ "auth":"dGVhbTp4" }}"#)),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(r#""{upper}":{{"auth":"dXA="}}"#)),
+            "{text}"
+        );
+        assert_eq!(value["auths"][A]["password"], "new");
+        assert_eq!(out.kept, [format!("{A}/team-x"), upper]);
+        assert!(out.dropped.is_empty());
     }
 
     #[test]

@@ -11,23 +11,27 @@ use k8s_openapi::api::core::v1::Secret;
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 
-use crate::docker_config::{self, UnreadableDockerConfig};
+use crate::docker_config::{self, UnreadableDockerConfig, is_entry_for};
 use crate::pull_secret::{
     DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, REGISTRIES_ANNOTATION, last_applied_holds_ours,
 };
 use crate::registry::{RegistryHost, normalize};
 
-/// The registries a Secret that is not due holds our entries for.
+/// The registries a Secret that is not due holds our entries for: every host a run writes.
 #[derive(Debug, Clone, Copy)]
 pub enum Registries<'a> {
-    /// ECR_REFRESH_REGISTRIES: exactly these hosts.
+    /// ECR_REFRESH_REGISTRIES, with their dual-stack twins under ECR_REFRESH_DUAL_STACK
+    /// (`ecr::with_twins`): exactly the hosts a write puts in `auths`.
     Configured(&'a [RegistryHost]),
     /// ECR_REFRESH_REGISTRIES empty: the caller's own registry in AWS_REGION. Only ECR's answer
     /// names its host (the account is the caller's), and a run where nothing is due asks ECR
     /// nothing. So a Secret is not due for its registries when our last write recorded exactly
     /// one host, in this region. A change of account alone is written when the Secret is next
-    /// due by its expiry.
-    Own { region: Option<&'a str> },
+    /// due by its expiry. With `dual_stack`, that host's dual-stack twin is recorded beside it.
+    Own {
+        region: Option<&'a str>,
+        dual_stack: bool,
+    },
 }
 
 /// How long an ECR token lives: no token of ours expires later than this after its fetch.
@@ -168,7 +172,8 @@ pub fn decide(secret: Option<&Secret>, policy: &Policy<'_>, now: SystemTime) -> 
         // The write refuses an unreadable value with its own error; nothing here is ours.
         Some(Err(_)) => return Decision::Due(Due::EntriesChanged),
     };
-    let keys: BTreeSet<String> = entries.iter().map(|(k, _)| normalize(k)).collect();
+    // Our entries are keyed by the bare host; `https://HOST` beside it is caught by the digest.
+    let keys: BTreeSet<String> = entries.iter().map(|(k, _)| k.clone()).collect();
     if let Some(due) = registries_due(&recorded, &keys, policy.registries) {
         return Decision::Due(due);
     }
@@ -201,7 +206,7 @@ fn registries_due(
                 .find(|r| !hosts.iter().any(|h| h.host() == r.as_str()))
                 .map(|stale| Due::StaleRegistry(stale.clone()))
         }
-        Registries::Own { region } => {
+        Registries::Own { region, dual_stack } => {
             let elsewhere = |host: &String| match (RegistryHost::from_str(host), region) {
                 (Err(_), _) => true,
                 (Ok(h), Some(region)) => h.region() != region,
@@ -210,18 +215,43 @@ fn registries_due(
             if let Some(stale) = recorded.iter().find(|h| elsewhere(h)) {
                 return Some(Due::StaleRegistry(stale.clone()));
             }
-            match recorded.iter().collect::<Vec<_>>()[..] {
-                [] => Some(Due::MissingRegistry(format!(
-                    "(the caller's own registry in {})",
-                    region.unwrap_or("AWS_REGION")
-                ))),
-                [host] if !keys.contains(host) => Some(Due::MissingRegistry(host.clone())),
-                [_] => None,
+            // The caller's registry as ECR names it (never a dual-stack host), then its twin.
+            let ipv4: Vec<&String> = recorded
+                .iter()
+                .filter(|h| RegistryHost::from_str(h).is_ok_and(|h| !h.is_dual_stack()))
+                .collect();
+            let host = match ipv4[..] {
+                [] => {
+                    return Some(Due::MissingRegistry(format!(
+                        "(the caller's own registry in {})",
+                        region.unwrap_or("AWS_REGION")
+                    )));
+                }
+                [host] => host,
                 // Only one of them is the caller's, and which one only ECR can say.
-                [_, ..] => Some(Due::StaleRegistry(
-                    recorded.iter().cloned().collect::<Vec<_>>().join(","),
-                )),
+                [_, ..] => {
+                    return Some(Due::StaleRegistry(
+                        recorded.iter().cloned().collect::<Vec<_>>().join(","),
+                    ));
+                }
+            };
+            let twin = RegistryHost::from_str(host)
+                .ok()
+                .and_then(|h| h.dual_stack_twin().ok().flatten())
+                .map(|t| t.host().to_owned());
+            let expected: BTreeSet<String> = std::iter::once(host.clone())
+                .chain(twin.filter(|_| dual_stack))
+                .collect();
+            if let Some(missing) = expected
+                .iter()
+                .find(|h| !recorded.contains(*h) || !keys.contains(*h))
+            {
+                return Some(Due::MissingRegistry(missing.clone()));
             }
+            recorded
+                .iter()
+                .find(|h| !expected.contains(*h))
+                .map(|stale| Due::StaleRegistry(stale.clone()))
         }
     }
 }
@@ -242,7 +272,7 @@ fn registries_due(
 pub fn digest(entries: &[(String, Box<RawValue>)], hosts: &[&str]) -> String {
     let mut ours: Vec<&(String, Box<RawValue>)> = entries
         .iter()
-        .filter(|(key, _)| hosts.contains(&normalize(key).as_str()))
+        .filter(|(key, _)| hosts.iter().any(|host| is_entry_for(key, host)))
         .collect();
     ours.sort_by(|a, b| a.0.cmp(&b.0));
     let mut hasher = Sha256::new();
@@ -265,6 +295,17 @@ pub fn digest(entries: &[(String, Box<RawValue>)], hosts: &[&str]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// The expiry a Secret records (`ecr-refresh/token-expires-at`), if it holds one that reads:
+/// until then its token works, whatever this run did to it.
+pub fn recorded_expiry(secret: &Secret) -> Option<SystemTime> {
+    let text = secret
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(EXPIRES_ANNOTATION)?;
+    humantime::parse_rfc3339(text.trim()).ok()
 }
 
 /// The digest of a `.dockerconfigjson` value's entries for `hosts`.
@@ -559,7 +600,10 @@ mod tests {
     fn without_configured_registries_one_recorded_host_in_the_region_is_fresh() {
         let own = |region| Policy {
             renew_before: HOUR * 8,
-            registries: Registries::Own { region },
+            registries: Registries::Own {
+                region,
+                dual_stack: false,
+            },
         };
         let fresh = Decision::Fresh {
             expires_at: now() + HOUR * 11,
@@ -602,6 +646,45 @@ mod tests {
         for (name, secret, region, expected) in cases {
             assert_eq!(
                 decide(Some(&secret), &own(region), now()),
+                expected,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn without_configured_registries_dual_stack_expects_the_twin_beside_the_own_host() {
+        const TWIN: &str = "111111111111.dkr-ecr.us-east-1.on.aws";
+        let own = |dual_stack| Policy {
+            renew_before: HOUR * 8,
+            registries: Registries::Own {
+                region: Some("us-east-1"),
+                dual_stack,
+            },
+        };
+        let fresh = Decision::Fresh {
+            expires_at: now() + HOUR * 11,
+            due_at: now() + HOUR * 3,
+        };
+        let cases = [
+            (
+                "turned on",
+                ours(&[A], &at(11)),
+                true,
+                Decision::Due(Due::MissingRegistry(TWIN.into())),
+            ),
+            ("on", ours(&[A, TWIN], &at(11)), true, fresh.clone()),
+            (
+                "turned off",
+                ours(&[A, TWIN], &at(11)),
+                false,
+                Decision::Due(Due::StaleRegistry(TWIN.into())),
+            ),
+            ("off", ours(&[A], &at(11)), false, fresh),
+        ];
+        for (name, secret, dual_stack, expected) in cases {
+            assert_eq!(
+                decide(Some(&secret), &own(dual_stack), now()),
                 expected,
                 "{name}"
             );

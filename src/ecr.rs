@@ -13,6 +13,9 @@ use tracing::{debug, warn};
 use crate::docker_config::Credential;
 use crate::registry::{NoDualStack, PUBLIC_REGION, RegistryHost};
 
+/// ECR Public's token among the expiries by token (the metric's `region` label).
+pub const PUBLIC_TOKEN_KEY: &str = "ecr-public";
+
 /// How long one GetAuthorizationToken may take, retries included.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -97,11 +100,19 @@ impl Tokens {
             .collect()
     }
 
-    /// Each region's expiry, for the metrics.
-    pub fn expiry_by_region(&self) -> std::collections::BTreeMap<String, SystemTime> {
+    /// Each token's expiry, for the metrics: a private registry's by its region, ECR Public's
+    /// as `ecr-public` (PUBLIC_TOKEN_KEY). ECR Public's token is issued in us-east-1 too, but it
+    /// is another token with its own expiry: keyed by region, one would hide the other.
+    pub fn expiry_by_token(&self) -> std::collections::BTreeMap<String, SystemTime> {
         self.0
             .iter()
-            .filter_map(|t| Some((t.region.clone(), SystemTime::try_from(t.expires_at).ok()?)))
+            .filter_map(|t| {
+                let key = match &t.api {
+                    TokenApi::Ecr { region } => region.clone(),
+                    TokenApi::EcrPublic => PUBLIC_TOKEN_KEY.to_owned(),
+                };
+                Some((key, SystemTime::try_from(t.expires_at).ok()?))
+            })
             .collect()
     }
 
@@ -208,10 +219,11 @@ pub async fn fetch(
     Ok(Tokens(tokens))
 }
 
-/// Each host followed by its dual-stack twin (with `dual_stack`), each once. A host whose
-/// partition has no dual-stack hosts is an error: configured ones are refused when the
-/// configuration is read, so this is the caller's own registry, known once ECR names it.
-fn with_twins(
+/// Each host followed by its dual-stack twin (with `dual_stack`), each once: the hosts a write
+/// puts in `auths`, which the due decision expects a Secret that is not due to hold.
+/// A host whose partition has no dual-stack hosts is an error: configured ones are refused
+/// when the configuration is read, so this is the caller's own registry, known once ECR names it.
+pub fn with_twins(
     hosts: Vec<RegistryHost>,
     dual_stack: bool,
 ) -> Result<Vec<RegistryHost>, NoDualStack> {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::str::FromStr;
 
 use ecr_refresh::cli::{self, Command};
-use ecr_refresh::config::{Config, DEFAULT_TERMINATION_LOG, LogFormat, Mode};
+use ecr_refresh::config::{Config, LogFormat, Mode};
 use ecr_refresh::report::{exit, termination_error};
 use ecr_refresh::termination::write_termination_message_now;
 use ecr_refresh::{check, logging, run};
@@ -45,11 +45,9 @@ fn main() -> ExitCode {
         Err(e) => {
             tracing::error!(error = %e, "invalid configuration: nothing was sent");
             // The configuration is what failed, so its path is read as given, or defaulted.
-            let path = std::env::var_os("ECR_REFRESH_TERMINATION_LOG")
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| DEFAULT_TERMINATION_LOG.into());
+            let path = std::env::var_os("ECR_REFRESH_TERMINATION_LOG").filter(|p| !p.is_empty());
             write_termination_message_now(
-                Path::new(&path),
+                path.as_deref().map(Path::new),
                 &termination_error(exit::CONFIG, &e.to_string()),
             );
             return ExitCode::from(exit::CONFIG);

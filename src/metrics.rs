@@ -126,9 +126,21 @@ pub fn encode(run: &RunEnd<'_>) -> String {
             gauge(
                 &mut registry,
                 "secrets_earliest_expiry_timestamp_seconds",
-                "The earliest expiry among the selected namespaces' Secrets after the last run, in Unix \
-                 seconds: when the first pull fails unless a run refreshes it (failed namespaces do not count)",
+                "The earliest expiry among the selected namespaces' Secrets as they stand after the last \
+                 run, in Unix seconds: when the first pull fails unless a run refreshes it. Every Secret \
+                 whose expiry the run knows counts, those it failed to write included",
                 seconds(earliest),
+            );
+        }
+        // A dry run says nothing of the Secrets after it, as for the expiry.
+        if !run.dry_run {
+            let unknown: Gauge = Gauge::default();
+            unknown.set(i64::try_from(report.unknown).unwrap_or(i64::MAX));
+            registry.register(
+                "secrets_unknown",
+                "Selected namespaces whose Secret the last run never read (left undone at a stop, or \
+                 a read that failed) or whose write it abandoned: their expiry is not in the earliest expiry",
+                unknown,
             );
         }
     }
@@ -143,7 +155,8 @@ pub fn encode(run: &RunEnd<'_>) -> String {
         }
         registry.register(
             "token_expiry_timestamp_seconds",
-            "When the ECR token the last run fetched expires, per region, in Unix seconds",
+            "When the ECR tokens the last run fetched expire, in Unix seconds: per region, ECR \
+             Public's token under the region label value ecr-public",
             expiry,
         );
     }

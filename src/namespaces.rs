@@ -21,6 +21,18 @@ const MAX_RESTARTS: u32 = 3;
 pub struct Candidate {
     pub name: String,
     pub terminating: bool,
+    pub origin: Origin,
+}
+
+/// How a namespace came to be selected, which says what a missing one means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Named in ECR_REFRESH_NAMESPACES and visited without a list: it may not exist.
+    Named,
+    /// Shown by the list: gone later only if deleted during the run.
+    Listed,
+    /// Named in ECR_REFRESH_NAMESPACES, and the list, read to its end, has no such namespace.
+    Missing,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +61,8 @@ enum State {
     Literal,
     First,
     Continue(String),
+    /// The list is read: the names given literally that it did not show are left.
+    Missing,
     Done,
 }
 
@@ -70,7 +84,7 @@ impl<'a> Pages<'a> {
 
     /// Whether pages remain unread.
     pub fn has_more(&self) -> bool {
-        !matches!(self.state, State::Done)
+        !matches!(self.state, State::Done | State::Missing)
     }
 
     /// The next page of selected namespaces; None when there are no more.
@@ -85,10 +99,12 @@ impl<'a> Pages<'a> {
                         .map(|n| Candidate {
                             name: n.as_str().to_owned(),
                             terminating: false,
+                            origin: Origin::Named,
                         })
                         .collect();
                     return Some(Ok(page));
                 }
+                State::Missing => return Some(Ok(self.missing().await)),
                 State::First => None,
                 State::Continue(token) => Some(token),
             };
@@ -116,12 +132,13 @@ impl<'a> Pages<'a> {
                 Err(e) if e.code() == Some(403) => return Some(Err(NamespaceError::Forbidden(e))),
                 Err(e) => return Some(Err(NamespaceError::Request(e))),
             };
-            if let Some(next) = list.metadata.continue_.filter(|t| !t.is_empty()) {
-                self.state = State::Continue(next);
-            }
+            self.state = match list.metadata.continue_.filter(|t| !t.is_empty()) {
+                Some(next) => State::Continue(next),
+                None => State::Missing,
+            };
             debug!(
                 items = list.items.len(),
-                more = !matches!(self.state, State::Done),
+                more = self.has_more(),
                 "namespace page"
             );
             let page: Vec<Candidate> = list
@@ -136,11 +153,46 @@ impl<'a> Pages<'a> {
                                 || ns.status.and_then(|s| s.phase).as_deref()
                                     == Some("Terminating"),
                             name,
+                            origin: Origin::Listed,
                         }
                     })
                 })
                 .collect();
             return Some(Ok(page));
         }
+    }
+
+    /// The names given literally (beside globs, or with a label selector) that the list did
+    /// not show, and that do not exist. Without a selector the whole list was read, so a name
+    /// it did not show does not exist. With one, a name may exist without the labels: it is
+    /// looked up by name (a list by metadata.name, one request per name not shown; nothing
+    /// when every name was shown), and reported only if there is no such namespace.
+    async fn missing(&mut self) -> Vec<Candidate> {
+        let selection = self.selection;
+        let mut missing = Vec::new();
+        for name in selection.named() {
+            if self.seen.contains(name) {
+                continue;
+            }
+            if selection.label_selector.is_some() {
+                let params = ListParams::default()
+                    .fields(&format!("metadata.name={name}"))
+                    .limit(1);
+                match retry::send("look up namespace", || self.api.list(&params)).await {
+                    Ok(list) if list.items.is_empty() => {}
+                    Ok(_) => continue,
+                    Err(e) => {
+                        warn!(namespace = name, error = %e, "could not tell whether a namespace named in ECR_REFRESH_NAMESPACES exists");
+                        continue;
+                    }
+                }
+            }
+            missing.push(Candidate {
+                name: name.to_owned(),
+                terminating: false,
+                origin: Origin::Missing,
+            });
+        }
+        missing
     }
 }

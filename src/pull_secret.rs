@@ -5,8 +5,7 @@
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::docker_config;
-use crate::registry::normalize;
+use crate::docker_config::{self, is_entry_for};
 
 pub const FIELD_MANAGER: &str = "ecr-refresh";
 pub const SECRET_TYPE: &str = "kubernetes.io/dockerconfigjson";
@@ -43,6 +42,8 @@ pub fn last_applied_holds_ours(secret: &Secret, hosts: &[&str]) -> bool {
     else {
         return false;
     };
-    docker_config::auths_keys(&value)
-        .is_ok_and(|keys| keys.iter().any(|k| hosts.contains(&normalize(k).as_str())))
+    docker_config::auths_keys(&value).is_ok_and(|keys| {
+        keys.iter()
+            .any(|k| hosts.iter().any(|host| is_entry_for(k, host)))
+    })
 }

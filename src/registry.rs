@@ -321,8 +321,13 @@ pub fn host_forms(partitions: &Partitions) -> Vec<HostForms> {
         .collect()
 }
 
-/// How the kubelet sees an `auths` key: scheme and path dropped, case folded. A Secret made with
-/// `--docker-server=https://HOST/` and one keyed by the bare HOST name the same registry.
+/// A registry named in ECR_REFRESH_REGISTRIES, or ECR's `proxyEndpoint`, as a bare host: scheme
+/// and path dropped, case folded, so `https://HOST/` and `HOST` configure the same registry.
+///
+/// Not how the kubelet reads an `auths` key: its keyring keys an entry by host plus path
+/// (`HOST/team-x` is its own entry, matched before `HOST` for images under that path) and
+/// compares hosts as written, without folding case. So `auths` keys are never normalized to
+/// decide what is ours: see `docker_config::is_entry_for`.
 pub fn normalize(key: &str) -> String {
     let key = key.trim();
     let without_scheme = key

@@ -111,9 +111,13 @@ pub struct Report {
     /// Namespaces named in ECR_REFRESH_NAMESPACES that do not exist (skipped): a typo, or a
     /// namespace gone, either way the configuration names something that is not there.
     pub not_found: Vec<String>,
-    /// The earliest expiry among the Secrets after the run: when the first pull fails
-    /// unless a run refreshes it. Failed and skipped namespaces have none to count.
+    /// The earliest expiry among the Secrets as they stand after the run: when the first pull
+    /// fails unless a run refreshes it. Every Secret whose expiry the run knows counts: written,
+    /// fresh, and read but not written (a failed write leaves it as it was read).
     pub earliest_expiry: Option<SystemTime>,
+    /// Selected namespaces whose Secret the run never read (left undone at a stop, a read that
+    /// failed) or whose write it abandoned: what they hold, and when it expires, is not known.
+    pub unknown: usize,
 }
 
 impl Report {
@@ -202,7 +206,8 @@ pub struct Summary {
     pub registries: Vec<String>,
     pub token_expires_at: String,
     pub elapsed_ms: u64,
-    /// Each region's token expiry (empty when no token was fetched), for the metrics.
+    /// Each token's expiry (by region; ECR Public's as `ecr-public`), empty when no token was
+    /// fetched, for the metrics.
     pub token_expiry: BTreeMap<String, SystemTime>,
 }
 

@@ -48,6 +48,8 @@ pub enum SkipReason {
     NamespaceTerminating,
     /// A namespace named literally in the configuration that does not exist.
     NamespaceNotFound,
+    /// A namespace the list showed, deleted before its Secret was created: nothing to do.
+    NamespaceDeleted,
 }
 
 impl SkipReason {
@@ -55,6 +57,7 @@ impl SkipReason {
         match self {
             Self::NamespaceTerminating => "namespace is terminating",
             Self::NamespaceNotFound => "namespace not found",
+            Self::NamespaceDeleted => "namespace deleted during the run",
         }
     }
 }
@@ -194,17 +197,20 @@ pub struct Read {
     pub decision: Decision,
 }
 
-/// Reads the pull Secret and decides whether it is due. A Secret no write could fix (another
-/// type, immutable, an unreadable value) fails here, before any token is fetched for it.
-pub async fn read(
-    api: &Api<Secret>,
-    name: &SecretName,
+/// Reads the pull Secret (None: there is none).
+pub async fn get(api: &Api<Secret>, name: &SecretName) -> Result<Option<Secret>, SecretError> {
+    retry::send("get secret", || api.get_opt(name.as_str()))
+        .await
+        .map_err(|e| SecretError::request("read", e))
+}
+
+/// Decides whether the Secret as read is due. A Secret no write could fix (another type,
+/// immutable, an unreadable value) fails here, before any token is fetched for it.
+pub fn judge(
+    current: Option<Secret>,
     policy: &Policy<'_>,
     now: SystemTime,
 ) -> Result<Read, SecretError> {
-    let current = retry::send("get secret", || api.get_opt(name.as_str()))
-        .await
-        .map_err(|e| SecretError::request("read", e))?;
     if let Some(current) = &current {
         writable(current)?;
         if let Some(value) = current.data.as_ref().and_then(|d| d.get(DATA_KEY)) {
@@ -235,6 +241,8 @@ pub async fn write(
             (false, Some(_)) => Outcome::Recreated,
             (false, None) => Outcome::Created,
         };
+        // A dry run's create stores nothing: the uid in its answer belongs to no Secret.
+        let uid = uid.filter(|_| !desired.dry_run);
         Written {
             expires_at: desired.expiry,
             ..Written::new(outcome, deleted_uid, uid)
@@ -325,9 +333,7 @@ async fn create(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Created, Sec
         Err(RequestError::Api(s)) if is_namespace_terminating(&s) => {
             Ok(Created::Skipped(SkipReason::NamespaceTerminating))
         }
-        Err(RequestError::Api(s))
-            if s.is_not_found() && s.details.as_ref().is_some_and(|d| d.kind == "namespaces") =>
-        {
+        Err(RequestError::Api(s)) if is_namespace_not_found(&s) => {
             Ok(Created::Skipped(SkipReason::NamespaceNotFound))
         }
         Err(e) => Err(SecretError::request("create", e)),
@@ -521,6 +527,42 @@ fn data_value(secret: &Secret) -> Option<&[u8]> {
         .as_ref()
         .and_then(|d| d.get(DATA_KEY))
         .map(|b| b.0.as_slice())
+}
+
+/// Whether the namespace `api` is scoped to is known not to exist, asked without a token: a
+/// dry-run create (dryRun=All: admitted, never stored) of the Secret with no entries. A read of
+/// a Secret in a namespace that does not exist is a plain 404 for the Secret; only a create
+/// meets the namespace's own 404 (`namespaces "X" not found`). Any other answer leaves the
+/// question to the real create.
+pub async fn namespace_missing(api: &Api<Secret>, name: &SecretName) -> bool {
+    let probe = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.as_str().to_owned()),
+            labels: Some(BTreeMap::from([(
+                MANAGED_BY_LABEL.to_owned(),
+                FIELD_MANAGER.to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        type_: Some(SECRET_TYPE.to_owned()),
+        data: Some(BTreeMap::from([(
+            DATA_KEY.to_owned(),
+            ByteString(br#"{"auths":{}}"#.to_vec()),
+        )])),
+        ..Secret::default()
+    };
+    let params = PostParams {
+        dry_run: true,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+    };
+    match retry::send("check the namespace", || api.create(&params, &probe)).await {
+        Err(RequestError::Api(s)) => is_namespace_not_found(&s),
+        _ => false,
+    }
+}
+
+fn is_namespace_not_found(s: &kube::core::Status) -> bool {
+    s.is_not_found() && s.details.as_ref().is_some_and(|d| d.kind == "namespaces")
 }
 
 fn is_namespace_terminating(s: &kube::core::Status) -> bool {

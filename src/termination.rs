@@ -5,15 +5,28 @@ use std::path::Path;
 
 use crate::config::DEFAULT_TERMINATION_LOG;
 
-/// Writes the outcome where `kubectl describe pod` shows it.
-pub async fn write_termination_message(path: &Path, message: &str) {
-    let written = tokio::fs::write(path, message).await;
-    report(path, written, in_pod());
+/// Writes the outcome where `kubectl describe pod` shows it (see `destination`).
+pub async fn write_termination_message(set: Option<&Path>, message: &str) {
+    let Some(path) = target(set) else { return };
+    report(path, tokio::fs::write(path, message).await);
 }
 
 /// The same, before the async runtime exists (a configuration error).
-pub fn write_termination_message_now(path: &Path, message: &str) {
-    report(path, std::fs::write(path, message), in_pod());
+pub fn write_termination_message_now(set: Option<&Path>, message: &str) {
+    let Some(path) = target(set) else { return };
+    report(path, std::fs::write(path, message));
+}
+
+fn target(set: Option<&Path>) -> Option<&Path> {
+    let default = Path::new(DEFAULT_TERMINATION_LOG);
+    let found = destination(set, in_pod(), || default.is_file());
+    if found.is_none() {
+        tracing::debug!(
+            path = DEFAULT_TERMINATION_LOG,
+            "no termination message: not in a pod, and ECR_REFRESH_TERMINATION_LOG is not set"
+        );
+    }
+    found
 }
 
 /// Whether this process runs in a Kubernetes pod: the kubelet gives every container the
@@ -22,26 +35,32 @@ fn in_pod() -> bool {
     std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|v| !v.is_empty())
 }
 
-/// A failed write is worth a warning when the file was expected: in a pod (the kubelet mounts
-/// it), or wherever ECR_REFRESH_TERMINATION_LOG names it. Outside a pod the default path
-/// usually can't be written (`podman run --read-only`, a non-root user, no /dev mount): that
-/// says nothing about the run, so it is left at debug.
-fn report(path: &Path, written: io::Result<()>, in_pod: bool) {
-    let Err(error) = written else { return };
-    if expected(path, in_pod) {
-        tracing::warn!(
-            path = %path.display(),
-            %error,
-            "termination message not written, so kubectl describe pod will not show this run's \
-             outcome: make the path writable, or set ECR_REFRESH_TERMINATION_LOG to a writable file"
-        );
-    } else {
-        tracing::debug!(path = %path.display(), %error, "termination message not written");
+/// Where the message goes: a path set in ECR_REFRESH_TERMINATION_LOG, always. The default,
+/// /dev/termination-log, is the kubelet's: written in a pod, or where it exists as a file (the
+/// kubelet mounted it), never created in /dev on a workstation or CI machine the binary is run
+/// on by hand (as root, it could be).
+fn destination(
+    set: Option<&Path>,
+    in_pod: bool,
+    default_exists: impl FnOnce() -> bool,
+) -> Option<&Path> {
+    match set {
+        Some(path) => Some(path),
+        None if in_pod || default_exists() => Some(Path::new(DEFAULT_TERMINATION_LOG)),
+        None => None,
     }
 }
 
-fn expected(path: &Path, in_pod: bool) -> bool {
-    in_pod || path != Path::new(DEFAULT_TERMINATION_LOG)
+/// A failed write is worth a warning: the file was expected, in a pod (the kubelet mounts it)
+/// or wherever ECR_REFRESH_TERMINATION_LOG names it.
+fn report(path: &Path, written: io::Result<()>) {
+    let Err(error) = written else { return };
+    tracing::warn!(
+        path = %path.display(),
+        %error,
+        "termination message not written, so kubectl describe pod will not show this run's \
+         outcome: make the path writable, or set ECR_REFRESH_TERMINATION_LOG to a writable file"
+    );
 }
 
 #[cfg(test)]
@@ -49,21 +68,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_failed_write_warns_in_a_pod_or_at_a_path_someone_chose() {
-        let default = Path::new(DEFAULT_TERMINATION_LOG);
+    fn the_default_path_is_written_only_in_a_pod_or_where_it_exists() {
+        let default = Some(Path::new(DEFAULT_TERMINATION_LOG));
         let chosen = Path::new("/var/run/ecr-refresh/termination");
         let cases = [
-            (default, true, true),
-            (default, false, false),
-            (chosen, true, true),
-            (chosen, false, true),
+            (None, true, false, default),
+            (None, false, true, default),
+            (None, false, false, None),
+            (Some(chosen), false, false, Some(chosen)),
+            (Some(chosen), true, true, Some(chosen)),
         ];
-        for (path, in_pod, warns) in cases {
+        for (set, in_pod, exists, expected) in cases {
             assert_eq!(
-                expected(path, in_pod),
-                warns,
-                "{} in_pod={in_pod}",
-                path.display()
+                destination(set, in_pod, || exists),
+                expected,
+                "set={set:?} in_pod={in_pod} exists={exists}"
             );
         }
     }

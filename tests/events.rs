@@ -460,3 +460,40 @@ fn a_dry_run_sends_its_event_with_dry_run_all_and_stores_none() {
         "nothing stored"
     );
 }
+
+#[test]
+fn events_about_a_secret_that_exists_carry_its_uid() {
+    let h = Harness::new();
+    h.namespaces(&["unreadable", "forbidden"]);
+    let unreadable = uid(&h.seed_secret(
+        "unreadable",
+        "kubectl-create",
+        json!({ "type": "kubernetes.io/dockerconfigjson", "data": { ".dockerconfigjson": b64("not json") } }),
+    ));
+    let forbidden = uid(&h.seed_secret(
+        "forbidden",
+        "kubectl-create",
+        json!({ "type": "kubernetes.io/dockerconfigjson", "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) } }),
+    ));
+    h.cluster.add_fault(Fault::new(
+        "PATCH",
+        "^/api/v1/namespaces/forbidden/secrets/",
+        403,
+    ));
+
+    let run = h.run(&[]);
+
+    run.expect_code(1);
+    for (ns, reason, uid) in [
+        ("unreadable", "UnreadableSecret", unreadable),
+        ("forbidden", "Forbidden", forbidden),
+    ] {
+        assert_eq!(run.outcome(ns), "failed");
+        let event = only_event(&h, ns);
+        assert_eq!(event["reason"], reason);
+        assert_eq!(
+            event["regarding"],
+            json!({"apiVersion": "v1", "kind": "Secret", "name": SECRET, "namespace": ns, "uid": uid})
+        );
+    }
+}

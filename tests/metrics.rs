@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
-use fake_cluster::EcrFault;
+use fake_cluster::{EcrFault, Fault};
 use serde_json::json;
 
 /// A Pushgateway on 127.0.0.1, killed on drop. Every piece of state it keeps is named by a flag:
@@ -717,4 +717,66 @@ impl Drop for Planted {
             let _ = std::fs::remove_dir(dir);
         }
     }
+}
+
+#[test]
+fn a_failed_run_pushes_the_expiry_of_the_secret_it_could_not_write_and_counts_the_unread() {
+    let gateway = Gateway::start();
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b", "team-c"]);
+    // team-b's Secret still holds a token for 2 hours, and every write to it is refused.
+    let soon = humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(7200))
+        .to_string();
+    h.seed_secret(
+        "team-b",
+        "kubectl-create",
+        json!({
+            "type": "kubernetes.io/dockerconfigjson",
+            "metadata": { "annotations": { "ecr-refresh/token-expires-at": soon } },
+            "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) },
+        }),
+    );
+    h.cluster.add_fault(Fault::new(
+        "PATCH",
+        "^/api/v1/namespaces/team-b/secrets/",
+        403,
+    ));
+    // team-c's Secret cannot even be read: its expiry is unknown.
+    h.cluster.add_fault(Fault::new(
+        "GET",
+        "^/api/v1/namespaces/team-c/secrets/",
+        403,
+    ));
+    let url = gateway.url();
+
+    let run = h.run(&[("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str())]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("team-a"), "created");
+    assert_eq!(run.outcome("team-b"), "failed");
+    assert_eq!(run.outcome("team-c"), "failed");
+    let earliest = gateway
+        .value("ecr_refresh_secrets_earliest_expiry_timestamp_seconds", &[])
+        .expect("a failed run pushes the earliest expiry it knows");
+    let b_expiry = annotated_expiry(&h, "team-b");
+    assert_eq!(
+        earliest,
+        b_expiry,
+        "team-b's Secret, as it stands, expires first; not the new token's {}",
+        annotated_expiry(&h, "team-a")
+    );
+    assert!(annotated_expiry(&h, "team-a") > b_expiry + 3600.0);
+    assert_eq!(
+        gateway.value("ecr_refresh_secrets_unknown", &[]),
+        Some(1.0),
+        "team-c was never read"
+    );
+
+    // A run that reads every namespace says so: the count goes back to 0.
+    let run = h.run(&[
+        ("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str()),
+        ("ECR_REFRESH_NAMESPACES", "team-a"),
+    ]);
+    run.expect_code(0);
+    assert_eq!(gateway.value("ecr_refresh_secrets_unknown", &[]), Some(0.0));
 }

@@ -630,6 +630,7 @@ fn a_dry_run_stores_nothing() {
     h.namespaces(&["new", "old"]);
     h.run(&[("ECR_REFRESH_NAMESPACES", "old")]).expect_code(0);
     let before = h.cluster.history(Resource::Secrets, "old", SECRET);
+    let mark = h.cluster.requests().len();
 
     let run = h.run(&[
         ("ECR_REFRESH_DRY_RUN", "true"),
@@ -654,8 +655,8 @@ fn a_dry_run_stores_nothing() {
         .cluster
         .requests()
         .into_iter()
+        .skip(mark) // the first run's
         .filter(|r| r.method == "POST" || r.method == "PATCH")
-        .skip(1) // the first run's create
         .collect();
     assert!(!writes.is_empty());
     for w in writes {
@@ -1248,4 +1249,246 @@ fn a_stop_before_the_first_namespace_ends_the_run_at_once() {
     let message: Value =
         serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
     assert_eq!(message["exit_code"], 1);
+}
+
+#[test]
+fn a_namespace_deleted_during_the_run_is_skipped_as_deleted_and_the_run_exits_0() {
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b"]);
+    // Listed, then deleted between the read of its Secret (404) and the create.
+    h.cluster
+        .delete_namespace_after_next_get(Resource::Secrets, "team-b", SECRET);
+
+    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-*")]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("team-a"), "created");
+    assert_eq!(run.outcome("team-b"), "skipped");
+    let line = run.line("team-b");
+    assert_eq!(line["reason"], "namespace deleted during the run");
+    assert_eq!(line["level"], "INFO");
+    assert_eq!(
+        h.statuses("POST", "/namespaces/team-b/secrets"),
+        [404],
+        "the create met the namespace's 404"
+    );
+    let summary = run.summary();
+    assert_eq!(summary["not_found"], 0, "{summary}");
+    assert_eq!(summary["skipped"], 1);
+    assert_eq!(summary["level"], "INFO");
+}
+
+#[test]
+fn a_literal_name_that_does_not_exist_is_reported_beside_globs() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+
+    let run = h.run(&[
+        ("ECR_REFRESH_NAMESPACES", "team-*,typo-ns,excluded-typo"),
+        ("ECR_REFRESH_EXCLUDE_NAMESPACES", "excluded-*"),
+    ]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("team-a"), "created");
+    assert_eq!(run.outcome("typo-ns"), "skipped");
+    assert_eq!(run.line("typo-ns")["reason"], "namespace not found");
+    assert_eq!(run.line("typo-ns")["level"], "WARN");
+    let summary = run.summary();
+    assert_eq!(summary["not_found_namespaces"], "typo-ns", "{summary}");
+    assert_eq!(summary["level"], "WARN");
+    assert!(
+        h.cluster
+            .requests()
+            .iter()
+            .all(|r| !r.path.contains("/namespaces/typo-ns/")),
+        "nothing is sent to a namespace the list shows does not exist"
+    );
+}
+
+#[test]
+fn with_a_label_selector_a_literal_name_is_reported_only_if_no_such_namespace_exists() {
+    let h = Harness::new();
+    h.cluster.add_namespace("team-a", &[("refresh", "yes")]);
+    h.cluster.add_namespace("unlabelled", &[]);
+
+    let run = h.run(&[
+        ("ECR_REFRESH_NAMESPACES", "team-a,unlabelled,typo-ns"),
+        ("ECR_REFRESH_NAMESPACE_SELECTOR", "refresh=yes"),
+    ]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("team-a"), "created");
+    assert_eq!(run.outcome("typo-ns"), "skipped");
+    assert_eq!(run.line("typo-ns")["reason"], "namespace not found");
+    assert!(
+        run.lines.iter().all(|l| l["namespace"] != "unlabelled"),
+        "a namespace without the labels is not selected, and no typo:\n{}",
+        run.stdout
+    );
+    assert!(h.secret("unlabelled").is_none());
+    assert_eq!(run.summary()["not_found_namespaces"], "typo-ns");
+}
+
+#[test]
+fn a_literal_name_that_does_not_exist_makes_no_ecr_call() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let renew = ("ECR_REFRESH_RENEW_BEFORE", "8h");
+    h.run(&[("ECR_REFRESH_NAMESPACES", "team-a"), renew])
+        .expect_code(0);
+    assert_eq!(h.ecr.calls().len(), 1);
+
+    let mark = h.cluster.requests().len();
+
+    // team-a is fresh: only the typo could be due, and it has no namespace to write to.
+    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-a,typo-ns"), renew]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("team-a"), "fresh");
+    assert_eq!(run.outcome("typo-ns"), "skipped");
+    assert_eq!(run.line("typo-ns")["reason"], "namespace not found");
+    assert_eq!(
+        h.ecr.calls().len(),
+        1,
+        "no ECR call for a namespace that is not there"
+    );
+    let writes: Vec<String> = h
+        .cluster
+        .requests()
+        .split_off(mark)
+        .iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {} ?{} {}", r.method, r.path, r.query, r.status))
+        .collect();
+    assert_eq!(
+        writes,
+        ["POST /api/v1/namespaces/typo-ns/secrets ?&dryRun=All&fieldManager=ecr-refresh 404"],
+        "one dry-run create asks the namespace, and nothing is stored"
+    );
+}
+
+#[test]
+fn someone_elses_path_scoped_and_differently_cased_entries_are_kept_byte_for_byte() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let upper = REGISTRY.to_uppercase();
+    let path_scoped = format!(r#""{REGISTRY}/team-x":{{ "auth" : "dGVhbTp4" }}"#);
+    let cased = format!(r#""{upper}":{{"auth":"dXBwZXI="}}"#);
+    // As `kubectl create secret docker-registry --docker-server=https://HOST` writes it: the
+    // kubelet reads this key as the bare host, so it is ours to replace.
+    let https = format!(r#""https://{REGISTRY}":{{"auth":"QVdTOm9sZA=="}}"#);
+    let value = format!(r#"{{"auths":{{{path_scoped},{cased},{https}}}}}"#);
+    h.seed_secret(
+        "team-a",
+        "kubectl-create",
+        json!({ "type": "kubernetes.io/dockerconfigjson", "data": { ".dockerconfigjson": b64(&value) } }),
+    );
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("team-a"), "updated");
+    let secret = h.secret("team-a").unwrap();
+    let text = String::from_utf8(docker_config_bytes(&secret)).unwrap();
+    assert!(text.contains(&path_scoped), "{text}");
+    assert!(text.contains(&cased), "{text}");
+    assert!(
+        !text.contains("https://"),
+        "the https:// key is replaced: {text}"
+    );
+    let auths = docker_config(&secret)["auths"].clone();
+    assert_eq!(auths.as_object().unwrap().len(), 3, "{auths}");
+    assert_eq!(
+        auths[REGISTRY]["password"].as_str().unwrap(),
+        h.ecr.passwords_issued()[0]
+    );
+    assert_eq!(run.line("team-a")["kept_entries"], 2);
+
+    // Our write leaves them be, run after run.
+    let run = h.run(&[]);
+    run.expect_code(0);
+    let text = String::from_utf8(docker_config_bytes(&h.secret("team-a").unwrap())).unwrap();
+    assert!(
+        text.contains(&path_scoped) && text.contains(&cased),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_run_with_failed_namespaces_logs_its_summary_as_an_error() {
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b"]);
+    h.cluster.add_fault(Fault::new(
+        "GET",
+        "^/api/v1/namespaces/team-b/secrets/",
+        403,
+    ));
+
+    let run = h.run(&[]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("team-b"), "failed");
+    let summary = run.summary();
+    assert_eq!(summary["level"], "ERROR", "{summary}");
+    assert_eq!(summary["message"], "run finished with failures");
+    assert_eq!(summary["unknown"], 1, "team-b's Secret was never read");
+}
+
+#[test]
+fn in_text_logs_every_outcome_is_quoted_alike() {
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b"]);
+    h.cluster.add_fault(Fault::new(
+        "PATCH",
+        "^/api/v1/namespaces/team-b/secrets/",
+        403,
+    ));
+    h.seed_secret(
+        "team-b",
+        "kubectl-create",
+        json!({ "type": "kubernetes.io/dockerconfigjson", "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) } }),
+    );
+
+    let output = h
+        .command(&[("ECR_REFRESH_LOG_FORMAT", "text")])
+        .output()
+        .unwrap();
+
+    assert_eq!(output.status.code(), Some(1));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let line = |ns: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("namespace=\"{ns}\"")) && l.contains("outcome="))
+            .unwrap_or_else(|| panic!("no line for {ns}:\n{text}"))
+            .to_owned()
+    };
+    assert!(
+        line("team-a").contains("outcome=\"created\""),
+        "{}",
+        line("team-a")
+    );
+    assert!(
+        line("team-b").contains("outcome=\"failed\""),
+        "{}",
+        line("team-b")
+    );
+    assert_eq!(
+        text.matches("outcome=\"failed\"").count(),
+        1,
+        "grep 'outcome=\"failed\"' finds the failed namespace:\n{text}"
+    );
+}
+
+#[test]
+fn a_dry_run_would_create_has_no_uid_after() {
+    let h = Harness::new();
+    h.namespaces(&["new"]);
+
+    let run = h.run(&[("ECR_REFRESH_DRY_RUN", "true")]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("new"), "would-create");
+    assert_eq!(run.line("new")["uid_after"], "-");
+    assert_eq!(run.line("new")["uid_before"], "-");
+    assert!(h.secret("new").is_none());
 }

@@ -516,3 +516,140 @@ fn sha256(text: &str) -> String {
         .expect("a digest")
         .to_owned()
 }
+
+const RENEW_8H: (&str, &str) = ("ECR_REFRESH_RENEW_BEFORE", "8h");
+
+/// One variable of a run's environment.
+type Env<'a> = (&'a str, &'a str);
+/// A run's environment, then the outcome, the `due` field and the `auths` keys it must leave.
+type Step<'a> = (&'a [Env<'a>], &'a str, Option<String>, Vec<&'a str>);
+
+/// Requests since `mark` that are not reads.
+fn writes_since(h: &Harness, mark: usize) -> Vec<String> {
+    h.cluster
+        .requests()
+        .split_off(mark)
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+#[test]
+fn with_every_host_option_on_a_second_run_finds_nothing_due_writes_nothing_and_calls_ecr_0_times() {
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b"]);
+    let fips = "123456789012.dkr.ecr-fips.us-east-1.amazonaws.com";
+    let eu = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
+    let china = "123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn";
+    let registries = format!("{REGISTRY},{fips},{eu},{china},{PUBLIC}");
+    let env = [
+        DUAL_STACK,
+        RENEW_8H,
+        ("ECR_REFRESH_REGISTRIES", registries.as_str()),
+    ];
+    run(&h, &env).expect_code(0);
+    let secret = h.secret("team-a").unwrap();
+    assert_eq!(auths_keys(&secret).len(), 10, "each host and its twin");
+    let (calls, public_calls) = (h.ecr.calls().len(), h.ecr.public_calls().len());
+    assert_eq!((calls, public_calls), (3, 1));
+    let mark = h.cluster.requests().len();
+
+    let run = run(&h, &env);
+
+    run.expect_code(0);
+    for ns in ["team-a", "team-b"] {
+        assert_eq!(run.outcome(ns), "fresh", "{}", run.line(ns));
+        assert!(run.line(ns).get("due").is_none());
+    }
+    assert_eq!(writes_since(&h, mark), Vec::<String>::new());
+    assert_eq!(
+        (h.ecr.calls().len(), h.ecr.public_calls().len()),
+        (calls, public_calls),
+        "no ECR call when nothing is due"
+    );
+    assert_eq!(run.summary()["tokens_fetched"], false);
+}
+
+#[test]
+fn turning_dual_stack_on_or_off_makes_each_secret_due_once() {
+    for configured in [Some(REGISTRY), None] {
+        let h = Harness::new();
+        h.namespaces(&["team-a"]);
+        // None: the caller's own registry, named by ECR's proxyEndpoint.
+        let registries = ("ECR_REFRESH_REGISTRIES", configured.unwrap_or(""));
+        let off = [RENEW_8H, registries, ("ECR_REFRESH_DUAL_STACK", "false")];
+        let on = [RENEW_8H, registries, DUAL_STACK];
+        let steps: [Step; 5] = [
+            (&off, "created", Some("missing".into()), vec![REGISTRY]),
+            (
+                &on,
+                "updated",
+                Some(format!("missing-registry {TWIN}")),
+                vec![REGISTRY, TWIN],
+            ),
+            (&on, "fresh", None, vec![REGISTRY, TWIN]),
+            (
+                &off,
+                "updated",
+                Some(format!("stale-registry {TWIN}")),
+                vec![REGISTRY],
+            ),
+            (&off, "fresh", None, vec![REGISTRY]),
+        ];
+        for (i, (env, outcome, due, keys)) in steps.into_iter().enumerate() {
+            let run = run(&h, env);
+            run.expect_code(0);
+            let line = run.line("team-a");
+            assert_eq!(line["outcome"], outcome, "step {i}, {configured:?}: {line}");
+            assert_eq!(
+                line["due"].as_str().map(str::to_owned),
+                due,
+                "step {i}: {line}"
+            );
+            assert_eq!(auths_keys(&h.secret("team-a").unwrap()), keys, "step {i}");
+        }
+        assert_eq!(
+            h.ecr.calls().len(),
+            3,
+            "a token for each write only: {configured:?}"
+        );
+    }
+}
+
+#[test]
+fn ecr_publics_expiry_is_kept_apart_from_a_private_us_east_1_registrys() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let hour = Duration::from_secs(3600);
+    let now = SystemTime::now();
+    h.ecr.set_expires_at(now + 12 * hour);
+    h.ecr.set_public_expires_at(now + hour);
+
+    // ECR Public first, the private us-east-1 registry second: both tokens are issued in
+    // us-east-1, and each expiry must count.
+    let run = run(
+        &h,
+        &[("ECR_REFRESH_REGISTRIES", &format!("{PUBLIC},{REGISTRY}"))],
+    );
+
+    run.expect_code(0);
+    let secret = h.secret("team-a").unwrap();
+    let recorded = secret["metadata"]["annotations"]["ecr-refresh/token-expires-at"]
+        .as_str()
+        .expect("the expiry annotation")
+        .to_owned();
+    let public_expiry = humantime::parse_rfc3339(&recorded).unwrap();
+    let off = public_expiry
+        .duration_since(now + hour)
+        .unwrap_or_else(|e| e.duration());
+    assert!(
+        off < Duration::from_secs(2),
+        "the Secret records ECR Public's expiry"
+    );
+    assert_eq!(
+        run.line("team-a")["expires_at"],
+        recorded.as_str(),
+        "the line says the expiry the Secret records"
+    );
+}

@@ -140,3 +140,41 @@ fn a_configuration_error_warns_when_its_termination_log_cannot_be_written() {
     assert_eq!(lines[0]["path"], path);
     assert_eq!(h.cluster.requests().len(), 0);
 }
+
+#[test]
+fn outside_a_pod_the_default_path_is_not_written_at_all() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+
+    // Debug shows every attempt to write the termination message, and why one is not made.
+    let output = at_the_default_path(&h, &[("RUST_LOG", "ecr_refresh=debug")])
+        .output()
+        .expect("ecr-refresh runs");
+    let run = h.checked(output);
+
+    run.expect_code(0);
+    let lines = termination_lines(&run);
+    assert_eq!(lines.len(), 1, "one line:\n{}", run.stdout);
+    assert_eq!(lines[0]["level"], "DEBUG");
+    assert!(
+        lines[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("no termination message: not in a pod"),
+        "no write is tried: {}",
+        lines[0]
+    );
+}
+
+#[test]
+fn a_termination_log_path_that_was_set_is_written_outside_a_pod() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    let text = std::fs::read_to_string(h.termination_log()).expect("the termination log");
+    let message: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(message["exit_code"], 0);
+}

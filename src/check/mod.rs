@@ -155,7 +155,7 @@ pub async fn run(
             (code, termination_error(code, &e.to_string()), None)
         }
     };
-    write_termination_message(&config.termination_log, &message).await;
+    write_termination_message(config.termination_log.as_deref(), &message).await;
     if let Some(gateway) = &config.pushgateway {
         metrics::push(gateway, code, started.elapsed(), tally.as_ref()).await;
     }

@@ -35,7 +35,8 @@ const DEFAULT_CONCURRENCY: usize = 16;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// An ECR token's whole life: by default every run renews every Secret.
 const DEFAULT_RENEW_BEFORE: Duration = Duration::from_secs(12 * 3600);
-/// Where Kubernetes reads a container's termination message from.
+/// Where Kubernetes reads a container's termination message from (terminationMessagePath's
+/// default), when ECR_REFRESH_TERMINATION_LOG is not set.
 pub const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
 
 /// A configuration error: the variable, the value given and what is accepted.
@@ -118,7 +119,8 @@ pub struct Config {
     pub log_format: LogFormat,
     pub service_accounts: Vec<ServiceAccountName>,
     pub verify_login: bool,
-    pub termination_log: PathBuf,
+    /// ECR_REFRESH_TERMINATION_LOG; None: the kubelet's DEFAULT_TERMINATION_LOG, in a pod only.
+    pub termination_log: Option<PathBuf>,
     /// Where the run's metrics are pushed; None pushes nothing.
     pub pushgateway: Option<Pushgateway>,
     /// Whether a failed namespace gets a Warning Event.
@@ -278,10 +280,7 @@ impl Config {
             parse_renew_before,
             || DEFAULT_RENEW_BEFORE,
         )?;
-        let termination_log = raw
-            .termination_log
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_TERMINATION_LOG));
+        let termination_log = raw.termination_log.map(PathBuf::from);
         Ok(Self {
             mode,
             secret_name,

@@ -39,6 +39,23 @@ impl Selection {
         }
     }
 
+    /// The names given literally, not taken out by an exclusion: each must exist.
+    pub fn named(&self) -> Vec<&str> {
+        let names: Vec<&str> = match &self.include {
+            Include::All => Vec::new(),
+            Include::Names(names) => names.iter().map(NamespaceName::as_str).collect(),
+            Include::Patterns(globs) => globs
+                .iter()
+                .filter(|g| g.is_literal())
+                .map(Glob::as_str)
+                .collect(),
+        };
+        names
+            .into_iter()
+            .filter(|n| !self.exclude.iter().any(|g| g.matches(n)))
+            .collect()
+    }
+
     /// Whether a namespace the list returned is selected.
     pub fn matches(&self, namespace: &str) -> bool {
         let included = match &self.include {

@@ -22,7 +22,10 @@ fn defaults_apply_when_nothing_is_set() {
     assert_eq!(c.concurrency, 16);
     assert_eq!(c.timeout, Duration::from_secs(300));
     assert_eq!(c.log_format, LogFormat::Text);
-    assert_eq!(c.termination_log, PathBuf::from("/dev/termination-log"));
+    assert_eq!(
+        c.termination_log, None,
+        "the kubelet's default, in a pod only"
+    );
     assert_eq!(c.renew_before, Duration::from_secs(12 * 3600));
     assert_eq!(c.pushgateway, None);
     assert!(c.events);

@@ -103,7 +103,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "ECR_REFRESH_TERMINATION_LOG",
         default: "/dev/termination-log",
-        meaning: "where the run's summary is written as JSON, for kubectl describe pod",
+        meaning: "where the run's summary is written as JSON, for kubectl describe pod; the default only in a pod, a path set here always",
         accepted: "a file path",
     },
     Variable {

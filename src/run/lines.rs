@@ -2,7 +2,7 @@
 
 use std::time::SystemTime;
 
-use tracing::{Level, error, info};
+use tracing::{Level, error};
 
 use crate::config::Config;
 use crate::report::{AccountOutcome, Outcome, Report, Summary, exit};
@@ -10,7 +10,8 @@ use crate::secret::{SkipReason, Written};
 
 pub fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
     let error = format!("left undone: {reason}; the next run covers it");
-    error!(namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", %error, "namespace failed");
+    // `as_str`, not `%`: a &str field is quoted in text logs, as every other line's outcome is.
+    error!(namespace, secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "namespace failed");
 }
 
 /// The namespace's one line: the level says how it went, the fields what happened.
@@ -38,6 +39,9 @@ pub fn log_written(
         (Outcome::WouldUpdate, _) => "dry run: Secret would be updated in place",
         (Outcome::Skipped, Some(SkipReason::NamespaceNotFound)) => {
             "namespace skipped: it does not exist; check ECR_REFRESH_NAMESPACES for a typo"
+        }
+        (Outcome::Skipped, Some(SkipReason::NamespaceDeleted)) => {
+            "namespace skipped: it was deleted during the run"
         }
         (Outcome::Skipped, _) => "namespace skipped",
         (Outcome::Failed, _) => "namespace failed",
@@ -86,13 +90,18 @@ pub fn log_written(
     }
 }
 
+/// The run's summary: INFO when it succeeded, WARN when only names in the list are wrong,
+/// ERROR when namespaces failed or were not reached.
 pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
-    let message = if report.exit_code() == exit::OK {
-        "run complete"
+    let (level, message) = if report.exit_code() == exit::OK {
+        (Level::INFO, "run complete")
     } else if report.failed.is_empty() && !report.listing_incomplete {
-        "run finished: namespaces named in ECR_REFRESH_NAMESPACES do not exist; fix the list"
+        (
+            Level::WARN,
+            "run finished: namespaces named in ECR_REFRESH_NAMESPACES do not exist; fix the list",
+        )
     } else {
-        "run finished with failures"
+        (Level::ERROR, "run finished with failures")
     };
     let not_found = report.not_found.join(",");
     let registries = summary.registries.join(",");
@@ -100,7 +109,9 @@ pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
     let token_expires_at =
         (!summary.token_expires_at.is_empty()).then_some(summary.token_expires_at.as_str());
     let sa = |outcome| report.service_accounts.get(&outcome).copied().unwrap_or(0);
-    info!(
+    macro_rules! summary {
+        ($level:expr) => {
+            tracing::event!($level,
         namespaces = report.total(),
         created = report.count(Outcome::Created),
         updated = report.count(Outcome::Updated),
@@ -119,6 +130,8 @@ pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
         listing_incomplete = report.listing_incomplete,
         not_found = report.not_found.len(),
         not_found_namespaces = %not_found,
+        // Secrets never read, or whose write was abandoned: their expiry is not known.
+        unknown = report.unknown,
         dry_run = config.dry_run,
         // Left out when nothing was due: no token was fetched.
         tokens_fetched = !summary.token_expires_at.is_empty(),
@@ -126,5 +139,13 @@ pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
         token_expires_at,
         elapsed_ms = summary.elapsed_ms,
         "{message}"
-    );
+            )
+        };
+    }
+    // The level must be a constant at each call site.
+    match level {
+        Level::ERROR => summary!(Level::ERROR),
+        Level::WARN => summary!(Level::WARN),
+        _ => summary!(Level::INFO),
+    }
 }

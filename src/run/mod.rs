@@ -19,8 +19,8 @@ use tokio::sync::OnceCell;
 use tracing::{error, info, warn};
 
 use crate::config::Config;
-use crate::due::{Decision, Policy, Registries};
-use crate::namespaces::{Candidate, Pages};
+use crate::due::{self, Decision, Policy, Registries};
+use crate::namespaces::{Candidate, Origin, Pages};
 use crate::report::{self, AccountOutcome, Outcome, Report, Summary, exit};
 use crate::secret::{self, SecretError, SkipReason, Written};
 use crate::termination::write_termination_message;
@@ -83,7 +83,7 @@ pub async fn run(
             summary.elapsed_ms = started.elapsed().as_millis() as u64;
             log_summary(&report, &summary, config);
             write_termination_message(
-                &config.termination_log,
+                config.termination_log.as_deref(),
                 &report.termination_message(&summary),
             )
             .await;
@@ -108,7 +108,7 @@ pub async fn run(
                 );
             }
             write_termination_message(
-                &config.termination_log,
+                config.termination_log.as_deref(),
                 &report::termination_error(code, &e.to_string()),
             )
             .await;
@@ -172,12 +172,17 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         cell: OnceCell::new(),
     };
     let region = prepared.sdk.region().map(|r| r.as_ref().to_owned());
+    // Every host a write puts in `auths`: a Secret holding exactly these is not due for them.
+    let written = ecr::with_twins(config.registries.clone(), config.dual_stack).expect(
+        "Config::from_env refuses DUAL_STACK for a configured registry without a dual-stack form",
+    );
     let registries = if config.registries.is_empty() {
         Registries::Own {
             region: region.as_deref(),
+            dual_stack: config.dual_stack,
         }
     } else {
-        Registries::Configured(&config.registries)
+        Registries::Configured(&written)
     };
     let events = events::Events::new(
         &prepared.client,
@@ -219,7 +224,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
             registries: f.tokens.registries(),
             token_expires_at: f.expires_at.clone(),
             elapsed_ms: 0,
-            token_expiry: f.tokens.expiry_by_region(),
+            token_expiry: f.tokens.expiry_by_token(),
         })
         .unwrap_or_default();
     Ok((report, summary))
@@ -312,6 +317,7 @@ async fn refresh_all(
         .try_fold(Report::default(), |mut report, done| async move {
             report.record(&done.namespace, done.outcome, &done.accounts);
             report.record_expiry(done.expires_at);
+            report.unknown += usize::from(done.unknown);
             if done.reason == Some(SkipReason::NamespaceNotFound) {
                 report.not_found.push(done.namespace);
             }
@@ -325,6 +331,7 @@ async fn refresh_all(
     for namespace in undone {
         log_left_undone(&namespace, config.secret_name.as_str(), reason);
         report.record(&namespace, Outcome::Failed, &[]);
+        report.unknown += 1;
     }
     report.listing_incomplete = listing_incomplete;
     // In name order, not the order the writes happened to finish in.
@@ -339,11 +346,15 @@ struct Done {
     accounts: Vec<AccountOutcome>,
     /// Why it was skipped.
     reason: Option<SkipReason>,
-    /// When its Secret stops working, if it holds a token after the run.
+    /// When its Secret stops working, if it holds a token after the run (written, fresh, or
+    /// read and left as it was).
     expires_at: Option<SystemTime>,
+    /// Its Secret was never read (or its write was abandoned): what it holds is not known.
+    unknown: bool,
 }
 
 impl Done {
+    /// Failed before its Secret was read: nothing is known of it.
     fn failed(namespace: String) -> Self {
         Self {
             namespace,
@@ -351,6 +362,16 @@ impl Done {
             accounts: Vec::new(),
             reason: None,
             expires_at: None,
+            unknown: true,
+        }
+    }
+
+    fn skipped(namespace: String, reason: SkipReason) -> Self {
+        Self {
+            outcome: Outcome::Skipped,
+            reason: Some(reason),
+            unknown: false,
+            ..Self::failed(namespace)
         }
     }
 }
@@ -366,24 +387,25 @@ async fn refresh_namespace(
         log_left_undone(&namespace, secret, reason);
         return Ok(Done::failed(namespace));
     }
-    if candidate.terminating {
-        let written = Written::skipped(SkipReason::NamespaceTerminating);
-        log_written(&namespace, secret, &written, "", "");
-        return Ok(Done {
-            outcome: Outcome::Skipped,
-            reason: written.reason,
-            ..Done::failed(namespace)
-        });
+    // A namespace being deleted takes its Secret with it; one named but not there has none.
+    let skip = match (candidate.terminating, candidate.origin) {
+        (true, _) => Some(SkipReason::NamespaceTerminating),
+        (false, Origin::Missing) => Some(SkipReason::NamespaceNotFound),
+        (false, Origin::Named | Origin::Listed) => None,
+    };
+    if let Some(reason) = skip {
+        log_written(&namespace, secret, &Written::skipped(reason), "", "");
+        return Ok(Done::skipped(namespace, reason));
     }
     let done = tokio::select! {
-        done = write_namespace(shared, &namespace) => done?,
+        done = write_namespace(shared, &namespace, candidate.origin) => done?,
         () = shared.stop.abandoned() => {
             let error = format!(
                 "interrupted: still in flight {}s after the stop; the write may or may not have landed, \
                  the next run covers it",
                 SHUTDOWN_GRACE.as_secs()
             );
-            error!(%namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", %error, "namespace failed");
+            error!(namespace = namespace.as_str(), secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "namespace failed");
             Done::failed(namespace)
         }
     };
@@ -392,34 +414,66 @@ async fn refresh_namespace(
 
 /// Why one namespace's Secret was not refreshed.
 enum NotDone {
-    Failed(SecretError),
+    /// With what the run had read of the Secret before it failed.
+    Failed(SecretError, Seen),
     /// No tokens: the whole run ends.
     Tokens(Arc<TokenError>),
 }
 
-impl From<SecretError> for NotDone {
-    fn from(e: SecretError) -> Self {
-        Self::Failed(e)
-    }
+/// What a namespace's read showed, kept for when a later step fails: the Secret is then as it
+/// was read, its expiry still the one that says when its pulls fail.
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    read: bool,
+    uid: Option<String>,
+    expires_at: Option<SystemTime>,
 }
 
 /// Reads the Secret; if it is due, gets the tokens and writes it.
-async fn refresh_secret(shared: &Shared<'_>, namespace: &str) -> Result<Written, NotDone> {
+async fn refresh_secret(
+    shared: &Shared<'_>,
+    namespace: &str,
+    origin: Origin,
+) -> Result<Written, NotDone> {
     let config = shared.config;
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
-    let read = secret::read(&api, &config.secret_name, &shared.policy, SystemTime::now()).await?;
+    let current = secret::get(&api, &config.secret_name)
+        .await
+        .map_err(|e| NotDone::Failed(e, Seen::default()))?;
+    let seen = Seen {
+        read: true,
+        uid: current.as_ref().and_then(|s| s.metadata.uid.clone()),
+        expires_at: current.as_ref().and_then(due::recorded_expiry),
+    };
+    let failed = |e| NotDone::Failed(e, seen.clone());
+    let read = secret::judge(current, &shared.policy, SystemTime::now()).map_err(failed)?;
     let due = match read.decision {
         Decision::Fresh { expires_at, due_at } => {
-            let uid = read.current.and_then(|s| s.metadata.uid);
-            return Ok(Written::fresh(uid, expires_at, due_at));
+            return Ok(Written::fresh(seen.uid.clone(), expires_at, due_at));
         }
         Decision::Due(due) => due,
     };
+    // A name given literally may not exist, and reading a Secret there is just a 404 for the
+    // Secret. Before the first token, ask the namespace (a dry-run create), so that a typo in
+    // ECR_REFRESH_NAMESPACES costs no ECR call.
+    if read.current.is_none()
+        && origin == Origin::Named
+        && shared.tokens.fetched().is_none()
+        && secret::namespace_missing(&api, &config.secret_name).await
+    {
+        return Ok(Written::skipped(SkipReason::NamespaceNotFound));
+    }
     // A namespace in flight when the run stops still gets its tokens and its write, within
     // the shutdown grace, as any write in flight.
     let fetched = shared.tokens.get().await.map_err(NotDone::Tokens)?;
     let desired = fetched.desired(config);
-    let mut written = secret::write(&api, namespace, &desired, read.current).await?;
+    let mut written = secret::write(&api, namespace, &desired, read.current)
+        .await
+        .map_err(failed)?;
+    // Listed, then gone before its create: deleted during the run, not a name that is wrong.
+    if origin == Origin::Listed && written.reason == Some(SkipReason::NamespaceNotFound) {
+        written.reason = Some(SkipReason::NamespaceDeleted);
+    }
     if written.outcome != Outcome::Skipped {
         written.due = Some(due.to_string());
     }
@@ -427,23 +481,32 @@ async fn refresh_secret(shared: &Shared<'_>, namespace: &str) -> Result<Written,
 }
 
 /// The Secret, then the ServiceAccounts; one log line, and a Warning Event on failure.
-async fn write_namespace(shared: &Shared<'_>, namespace: &str) -> Result<Done, Arc<TokenError>> {
+async fn write_namespace(
+    shared: &Shared<'_>,
+    namespace: &str,
+    origin: Origin,
+) -> Result<Done, Arc<TokenError>> {
     let config = shared.config;
     let secret = config.secret_name.as_str();
-    let written = match refresh_secret(shared, namespace).await {
+    let written = match refresh_secret(shared, namespace, origin).await {
         Ok(written) => written,
         Err(NotDone::Tokens(e)) => return Err(e),
-        Err(NotDone::Failed(e)) => {
-            error!(namespace, secret, outcome = %Outcome::Failed, uid_before = "-", uid_after = "-", error = %e, "namespace failed");
+        Err(NotDone::Failed(e, seen)) => {
+            error!(namespace, secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", error = %e, "namespace failed");
             let failure = events::Failure {
                 namespace,
                 secret,
-                uid: e.uid(),
+                // The Secret's, whenever it exists and was read, whatever failed after.
+                uid: seen.uid.as_deref().or(e.uid()),
                 reason: events::reason(&e),
                 note: format!("ecr-refresh could not refresh image-pull Secret {secret}: {e}"),
             };
             shared.events.failed(failure).await;
-            return Ok(Done::failed(namespace.to_owned()));
+            return Ok(Done {
+                expires_at: seen.expires_at,
+                unknown: !seen.read,
+                ..Done::failed(namespace.to_owned())
+            });
         }
     };
     let mut accounts = Vec::new();
@@ -499,5 +562,6 @@ async fn write_namespace(shared: &Shared<'_>, namespace: &str) -> Result<Done, A
         accounts,
         reason: written.reason,
         expires_at: written.expires_at,
+        unknown: false,
     })
 }

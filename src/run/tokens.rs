@@ -75,7 +75,7 @@ impl Fetched {
             expires_at: self.expires_at.clone(),
             expiry: self
                 .tokens
-                .expiry_by_region()
+                .expiry_by_token()
                 .values()
                 .min()
                 .map(|at| whole_seconds(*at)),

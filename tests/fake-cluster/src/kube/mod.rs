@@ -650,6 +650,14 @@ users:
             .store
             .add_hook(resource, namespace, name, Hook::Delete);
     }
+    /// Right after the next GET of this object is answered, delete its namespace with
+    /// everything in it (a namespace deleted during a run, between our read and our write).
+    pub fn delete_namespace_after_next_get(&self, resource: Resource, namespace: &str, name: &str) {
+        self.shared
+            .lock()
+            .store
+            .add_hook(resource, namespace, name, Hook::DeleteNamespace);
+    }
     /// Right after the next GET of this object is answered (typically a 404), create it as
     /// `manager` would with a POST (the in-flight create of another client), so a create
     /// that follows meets 409 AlreadyExists. `obj` gets the name and namespace given here;

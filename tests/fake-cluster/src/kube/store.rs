@@ -28,6 +28,8 @@ pub(crate) struct Stored {
 /// What a hook does right after the next GET of an object is answered.
 pub(crate) enum Hook {
     Delete,
+    /// Delete the object's namespace, and everything in it.
+    DeleteNamespace,
     /// Create this object (as `seed` does, by this manager) if it is absent.
     Create(Value, String),
     Change(Box<dyn FnOnce(&mut Value) + Send>),
@@ -620,6 +622,7 @@ impl Store {
         let (_, _, hook) = self.hooks.remove(i);
         match hook {
             Hook::Delete => self.delete_now(resource, namespace, name),
+            Hook::DeleteNamespace => self.delete_now(Resource::Namespaces, "", namespace),
             Hook::Create(mut obj, manager) => {
                 if self.map(resource).contains_key(&k) {
                     return;
