@@ -399,6 +399,26 @@ fn service_accounts_render_what_the_service_accounts_component_renders() {
 }
 
 #[test]
+fn check_pod_rights_render_what_the_check_component_renders() {
+    assert_same(
+        "",
+        &["components/check"],
+        json!({"check": {"podRights": true}}),
+    );
+    assert_same(
+        "namespaced",
+        &["components/check"],
+        json!({"scope": "namespaced", "namespaces": ["team-a", "team-b"], "check": {"podRights": true}}),
+    );
+    // Both components: the chart adds the check's rules after the ServiceAccounts' rule.
+    assert_same(
+        "",
+        &["components/service-accounts", "components/check"],
+        json!({"serviceAccounts": ["default"], "check": {"podRights": true}}),
+    );
+}
+
+#[test]
 fn monitoring_values_render_what_the_monitoring_components_render() {
     let monitoring = json!({
         "pushgateway": {"url": "http://prometheus-pushgateway.monitoring.svc:9091"},
@@ -448,6 +468,15 @@ fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
     docs.iter().filter(|d| d["kind"] == kind).collect()
 }
 
+fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    let found: Vec<&Value> = of_kind(docs, kind)
+        .into_iter()
+        .filter(|d| d["metadata"]["name"] == name)
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind} {name} in {docs:#?}");
+    found[0]
+}
+
 fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
     let found = of_kind(docs, kind);
     assert_eq!(found.len(), 1, "one {kind} in {docs:#?}");
@@ -485,18 +514,23 @@ fn the_policy_and_rbac_follow_the_release_namespace_service_account_and_secret_n
                 "serviceAccounts": ["default", "builder"]}),
     );
     let policy = one(&docs, "ValidatingAdmissionPolicy");
+    // The policy names no user: it holds whoever the admission binding grants `subject-to`.
     let condition = policy["spec"]["matchConditions"][0]["expression"]
         .as_str()
         .unwrap();
     assert!(
-        condition.ends_with("== 'system:serviceaccount:' + 'tools' + ':' + 'refresher'"),
+        !condition.contains("refresher") && !condition.contains("tools"),
         "{condition}"
+    );
+    assert_eq!(
+        named(&docs, "ClusterRoleBinding", "ecr-refresh-admission")["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "refresher", "namespace": "tools"}])
     );
     assert_eq!(
         policy["spec"]["variables"][0],
         json!({"name": "secretName", "expression": "'ecr-pull'"})
     );
-    let role = one(&docs, "ClusterRole");
+    let role = named(&docs, "ClusterRole", "ecr-refresh");
     assert_eq!(role["rules"][0]["resourceNames"], json!(["ecr-pull"]));
     assert_eq!(
         role["rules"][4],
@@ -504,7 +538,7 @@ fn the_policy_and_rbac_follow_the_release_namespace_service_account_and_secret_n
                "resourceNames": ["default", "builder"], "verbs": ["get", "patch"]})
     );
     assert_eq!(
-        one(&docs, "ClusterRoleBinding")["subjects"],
+        named(&docs, "ClusterRoleBinding", "ecr-refresh")["subjects"],
         json!([{"kind": "ServiceAccount", "name": "refresher", "namespace": "tools"}])
     );
     assert_eq!(
@@ -528,9 +562,9 @@ fn the_policy_and_rbac_follow_the_release_namespace_service_account_and_secret_n
 fn another_release_name_renames_every_object_and_the_policy_binding() {
     let docs = render_as("prod", "tools", &json!({}));
     for doc in &docs {
-        assert_eq!(
-            doc["metadata"]["name"],
-            "prod-ecr-refresh",
+        let name = doc["metadata"]["name"].as_str().unwrap();
+        assert!(
+            ["prod-ecr-refresh", "prod-ecr-refresh-admission"].contains(&name),
             "{}",
             identity(doc)
         );
@@ -544,8 +578,27 @@ fn another_release_name_renames_every_object_and_the_policy_binding() {
         "prod-ecr-refresh"
     );
     assert_eq!(
-        one(&docs, "ClusterRoleBinding")["roleRef"]["name"],
+        named(&docs, "ClusterRoleBinding", "prod-ecr-refresh")["roleRef"]["name"],
         "prod-ecr-refresh"
+    );
+    assert_eq!(
+        named(&docs, "ClusterRoleBinding", "prod-ecr-refresh-admission")["roleRef"]["name"],
+        "prod-ecr-refresh-admission"
+    );
+    let without = render_as(
+        "prod",
+        "tools",
+        &json!({"admissionPolicy": {"enabled": false}}),
+    );
+    assert!(
+        without.iter().all(|d| {
+            d["metadata"]["name"] != "prod-ecr-refresh-admission"
+                && !d["kind"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("ValidatingAdmissionPolicy")
+        }),
+        "admissionPolicy.enabled false renders no policy and no admission binding"
     );
 }
 
@@ -600,6 +653,7 @@ fn static_keys_extra_env_and_pushgateway_labels_reach_the_container() {
         "extraEnv": [{"name": "RUST_LOG", "value": "debug"}],
         "pushgateway": {"groupingLabels": {"cluster": "prod-eu", "az": "a"}},
         "suspend": true,
+        "mode": "check",
     }));
     let cronjob = one(&docs, "CronJob");
     let container = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
@@ -610,6 +664,7 @@ fn static_keys_extra_env_and_pushgateway_labels_reach_the_container() {
     let env = env_of(cronjob);
     assert_eq!(env.last().unwrap(), &("RUST_LOG".into(), "debug".into()));
     assert_eq!(env_value(cronjob, "AWS_REGION"), "eu-west-1");
+    assert_eq!(env_value(cronjob, "ECR_REFRESH_MODE"), "check");
     assert_eq!(
         env_value(cronjob, "ECR_REFRESH_PUSHGATEWAY_LABELS"),
         "az=a,cluster=prod-eu"
@@ -740,6 +795,14 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
             json!({"renewBefore": "soon"}),
             "at '/renewBefore': 'soon' does not match",
         ),
+        (
+            json!({"mode": "fix"}),
+            "at '/mode': value must be one of 'refresh', 'check'",
+        ),
+        (
+            json!({"check": {"podrights": true}}),
+            "at '/check': additional properties 'podrights' not allowed",
+        ),
     ];
     for (values, message) in cases {
         match helm.template("ecr-refresh", "ecr-refresh", &values) {
@@ -770,6 +833,16 @@ fn get(cp: &ControlPlane, kind: &str, namespace: Option<&str>, name: &str) -> Op
     None
 }
 
+/// Held by each test that installs a release with the admission policy. Every release's
+/// policy holds every ServiceAccount granted `subject-to` (one made-up permission for all),
+/// so two releases with different `secretName`s refuse each other's Secret writes (README,
+/// With Helm): these tests install one at a time.
+fn one_policy_release_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn chart_path() -> String {
     chart_dir().to_str().expect("a UTF-8 path").to_owned()
 }
@@ -777,6 +850,7 @@ fn chart_path() -> String {
 #[test]
 fn install_upgrade_and_uninstall_leave_the_objects_the_values_say() {
     let cp = ControlPlane::shared();
+    let _one = one_policy_release_at_a_time();
     for ns in ["lifecycle-a", "lifecycle-b"] {
         cp.create_namespace(ns);
     }
@@ -804,6 +878,12 @@ fn install_upgrade_and_uninstall_leave_the_objects_the_values_say() {
     assert_eq!(env_value(&cronjob, "ECR_REFRESH_NAMESPACES"), "all");
     assert!(get(cp, "validatingadmissionpolicy", None, release).is_some());
     assert!(get(cp, "validatingadmissionpolicybinding", None, release).is_some());
+    let admission = format!("{release}-admission");
+    let binding = get(cp, "clusterrolebinding", None, &admission).expect("the admission binding");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": release, "namespace": ns}])
+    );
     assert!(get(cp, "role", Some("lifecycle-a"), release).is_none());
 
     let started = Instant::now();
@@ -831,6 +911,8 @@ fn install_upgrade_and_uninstall_leave_the_objects_the_values_say() {
     assert!(get(cp, "clusterrolebinding", None, release).is_none());
     assert!(get(cp, "validatingadmissionpolicy", None, release).is_none());
     assert!(get(cp, "validatingadmissionpolicybinding", None, release).is_none());
+    assert!(get(cp, "clusterrole", None, &admission).is_none());
+    assert!(get(cp, "clusterrolebinding", None, &admission).is_none());
     for target in ["lifecycle-a", "lifecycle-b"] {
         let role = get(cp, "role", Some(target), release).expect("a Role in each namespace");
         assert_eq!(role["rules"][0]["resourceNames"], json!(["lifecycle-pull"]));
@@ -885,10 +967,26 @@ fn create_as(cp: &ControlPlane, kubeconfig: &Path, namespace: &str, body: &Value
     child.wait_with_output().expect("kubectl ends")
 }
 
+/// A Warning Event as src/events.rs writes it, regarding Secret `secret` in `namespace`.
+fn warning_event(namespace: &str, name: &str, secret: &str) -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+           "metadata": {"name": name, "namespace": namespace},
+           "eventTime": "2026-12-01T08:00:00.000000Z",
+           "type": "Warning", "reason": "RefreshFailed", "action": "Refresh",
+           "note": "ecr-refresh could not refresh its image-pull Secret",
+           "reportingController": "ecr-refresh", "reportingInstance": "ecr-refresh-29400050-x7k2p",
+           "regarding": {"apiVersion": "v1", "kind": "Secret", "namespace": namespace, "name": secret}})
+}
+
+/// The policy holds the chart's ServiceAccount through the `-admission` ClusterRoleBinding's
+/// grant, so this installs it under a name of its own: a binding naming anyone else would
+/// leave the attacks to RBAC, which admits them.
 #[test]
-fn the_charts_admission_policy_refuses_a_stolen_tokens_secrets() {
+fn the_charts_admission_policy_refuses_a_stolen_tokens_secrets_and_events() {
     let cp = ControlPlane::shared();
+    let _one = one_policy_release_at_a_time();
     let (release, ns, victim) = ("policy-ecr-refresh", "policy", "policy-victim");
+    let account = "policy-runner";
     cp.create_namespace(victim);
     let helm = Helm::against(cp);
     helm.expect(
@@ -900,9 +998,9 @@ fn the_charts_admission_policy_refuses_a_stolen_tokens_secrets() {
             ns,
             "--create-namespace",
         ],
-        Some(&json!({"secretName": "policy-pull"})),
+        Some(&json!({"secretName": "policy-pull", "serviceAccount": {"name": account}})),
     );
-    let token = cp.kubeconfig_for_service_account(ns, release);
+    let token = cp.kubeconfig_for_service_account(ns, account);
     let denied =
         format!("ValidatingAdmissionPolicy '{release}' with binding '{release}' denied request");
     let pull_secret = |name: &str| {
@@ -911,9 +1009,11 @@ fn the_charts_admission_policy_refuses_a_stolen_tokens_secrets() {
                "type": "kubernetes.io/dockerconfigjson",
                "data": {".dockerconfigjson": b64(r#"{"auths":{}}"#)}})
     };
+    // (what, the resource kubectl deletes an admitted one as, its body, the denial).
     let attacks = [
         (
             "a service-account-token Secret under our name",
+            "secret",
             json!({"apiVersion": "v1", "kind": "Secret",
                    "metadata": {"name": "policy-pull",
                                 "annotations": {"kubernetes.io/service-account.name": "default"}},
@@ -922,11 +1022,18 @@ fn the_charts_admission_policy_refuses_a_stolen_tokens_secrets() {
         ),
         (
             "a pull Secret under another name",
+            "secret",
             pull_secret("argocd-repo-creds"),
             "may only write the Secret named policy-pull",
         ),
+        (
+            "a Warning Event regarding another Secret",
+            "events.events.k8s.io",
+            warning_event(victim, "argocd-repo-creds.1", "argocd-repo-creds"),
+            "may only write Events regarding its Secret policy-pull",
+        ),
     ];
-    for (what, body, message) in attacks {
+    for (what, resource, body, message) in attacks {
         // A new policy takes a moment to be enforced: until then an attack gets through, and
         // is undone and tried again.
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -941,7 +1048,7 @@ fn the_charts_admission_policy_refuses_a_stolen_tokens_secrets() {
                 break;
             }
             let name = body["metadata"]["name"].as_str().unwrap();
-            cp.kubectl_run(&["delete", "secret", name, "-n", victim]);
+            cp.kubectl_run(&["delete", resource, name, "-n", victim]);
             assert!(
                 Instant::now() < deadline,
                 "{what}: still admitted 30 s after the policy was installed"
@@ -950,18 +1057,28 @@ fn the_charts_admission_policy_refuses_a_stolen_tokens_secrets() {
         }
     }
     // What a run does is admitted: the policy refuses the attack, not the ServiceAccount.
-    let out = create_as(cp, &token, victim, &pull_secret("policy-pull"));
-    assert!(
-        out.status.success(),
-        "our own Secret: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let ours = [
+        ("our own Secret", pull_secret("policy-pull")),
+        (
+            "a Warning Event regarding our Secret",
+            warning_event(victim, "policy-pull.1", "policy-pull"),
+        ),
+    ];
+    for (what, body) in ours {
+        let out = create_as(cp, &token, victim, &body);
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     helm.expect(&["uninstall", release, "-n", ns], None);
 }
 
 #[test]
 fn a_run_as_the_charts_service_account_writes_the_secrets_and_the_pull_secret_entries() {
     let cp = ControlPlane::shared();
+    let _one = one_policy_release_at_a_time();
     let (release, ns) = ("run-ecr-refresh", "run");
     let targets = ["run-a", "run-b"];
     for target in targets {

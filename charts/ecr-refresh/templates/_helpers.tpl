@@ -165,6 +165,8 @@ template:
         env:
           - name: AWS_REGION
             value: {{ .Values.aws.region | quote }}
+          - name: ECR_REFRESH_MODE
+            value: {{ .Values.mode | quote }}
           - name: ECR_REFRESH_SECRET_NAME
             value: {{ .Values.secretName | quote }}
           - name: ECR_REFRESH_NAMESPACES
@@ -237,6 +239,22 @@ adds namespaces: list. Rule 0's name follows secretName.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create"]
+{{- end }}
+
+{{/*
+check.podRights: what `ecr-refresh check` reads, read-only (manifests/components/check):
+pods, for the images they pull and whether they are stuck pulling, and ServiceAccounts, for
+their imagePullSecrets.
+*/}}
+{{- define "ecr-refresh.checkRules" -}}
+{{- if .Values.check.podRights }}
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get"]
+{{- end }}
 {{- end }}
 
 {{/* get and patch on the ServiceAccounts named in serviceAccounts, and on no other. */}}
