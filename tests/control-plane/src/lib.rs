@@ -152,6 +152,7 @@ pub struct ControlPlane {
     policy_status_pid: AtomicU32,
     version: OnceLock<String>,
     shared: bool,
+    service_account_admission: bool,
     cleaned: AtomicBool,
     next_file: AtomicU32,
 }
@@ -164,7 +165,17 @@ impl ControlPlane {
     /// When a binary is missing (see [`assets`]), or either daemon fails or is not ready
     /// within [`READY_TIMEOUT`]; the message holds the last lines of its log.
     pub fn start() -> Self {
-        Self::start_as(false).unwrap_or_else(|e| panic!("{e}"))
+        Self::start_as(false, false).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`ControlPlane::start`], with the `ServiceAccount` admission plugin on, as in a
+    /// real cluster: a pod's ServiceAccount must exist (create it; no controller makes
+    /// `default`), and its `imagePullSecrets` are copied into the pod, which is what the
+    /// kubelet reads. The plugin also adds the `kube-api-access` volume, whose ConfigMap
+    /// `kube-root-ca.crt` only kube-controller-manager publishes: a pod that is to run sets
+    /// `automountServiceAccountToken: false`.
+    pub fn start_with_service_account_admission() -> Self {
+        Self::start_as(false, true).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// The control plane of this test binary, started by the first call. Use namespaces of
@@ -181,7 +192,7 @@ impl ControlPlane {
             }
         }
         let shared = SHARED.get_or_init(|| {
-            let cp = Self::start_as(true)?;
+            let cp = Self::start_as(true, false)?;
             // SAFETY: atexit(3) with a function that takes nothing and never unwinds
             // (cleanup ignores every error); it runs when the test harness exits.
             if unsafe { libc::atexit(stop_shared) } != 0 {
@@ -195,14 +206,15 @@ impl ControlPlane {
         }
     }
 
-    fn start_as(shared: bool) -> Result<Self, String> {
+    fn start_as(shared: bool, service_account_admission: bool) -> Result<Self, String> {
         let assets = check_assets(std::env::var_os(ASSETS_VARIABLE))?;
         // Free ports are found by binding port 0 and letting go, so another process may take
         // one before the daemon binds it: then try again with new ones.
         let mut attempt = 1;
         loop {
             let started = Instant::now();
-            let cp = Self::prepare(assets.clone(), shared)?;
+            let mut cp = Self::prepare(assets.clone(), shared)?;
+            cp.service_account_admission = service_account_admission;
             match cp
                 .start_etcd_inner()
                 .and_then(|()| cp.start_apiserver_inner())
@@ -255,6 +267,7 @@ impl ControlPlane {
             policy_status_pid: AtomicU32::new(0),
             version: OnceLock::new(),
             shared,
+            service_account_admission: false,
             cleaned: AtomicBool::new(false),
             next_file: AtomicU32::new(0),
         };
@@ -646,7 +659,10 @@ impl ControlPlane {
                 .arg("--service-cluster-ip-range=10.0.0.0/24")
                 // Without kube-controller-manager no `default` ServiceAccount ever appears,
                 // and this plugin would refuse every pod for it. The other defaults stay on.
-                .arg("--disable-admission-plugins=ServiceAccount")
+                .args(
+                    (!self.service_account_admission)
+                        .then_some("--disable-admission-plugins=ServiceAccount"),
+                )
                 .arg("--allow-privileged=true")
                 .current_dir(&self.dir)
                 .env_clear()
