@@ -1384,7 +1384,14 @@ fn discovery_answers_enough_for_kubectl() {
         .collect();
     assert_eq!(
         names,
-        ["namespaces", "secrets", "serviceaccounts", "events"]
+        [
+            "namespaces",
+            "secrets",
+            "serviceaccounts",
+            "pods",
+            "pods/status",
+            "events"
+        ]
     );
     assert_eq!(get(&c.url(), "/openapi/v2").status, 404);
     assert_eq!(get(&c.url(), "/openapi/v3").status, 404);
