@@ -81,7 +81,12 @@ impl Server {
         r.body
     }
     fn seed_secret(&self, ns: &str, name: &str) -> Value {
-        self.seed(ns, "secrets", docker_secret(ns, name, "{}"), "kubectl-create")
+        self.seed(
+            ns,
+            "secrets",
+            docker_secret(ns, name, "{}"),
+            "kubectl-create",
+        )
     }
 }
 
@@ -151,7 +156,11 @@ impl Record {
         self.field(step, "kind", r.body["kind"].clone());
         let status = r.body["kind"] == "Status";
         for key in ["reason", "message", "details"] {
-            let mut v = if status { r.body[key].clone() } else { Value::Null };
+            let mut v = if status {
+                r.body[key].clone()
+            } else {
+                Value::Null
+            };
             // A deleted object's uid is named, and uids differ between servers.
             if let Some(uid) = v.get_mut("uid") {
                 *uid = json!(uid.is_string());
@@ -193,12 +202,30 @@ type Scenario = fn(&Server, &mut Record);
 fn apply_creates(s: &Server, rec: &mut Record) {
     let ns = "cf-create";
     s.namespace(ns, json!({}));
-    let r = s.apply(&sp(ns, "s"), "ecr-refresh", true, &docker_secret(ns, "s", CFG));
+    let r = s.apply(
+        &sp(ns, "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret(ns, "s", CFG),
+    );
     rec.answer("create", &r);
-    rec.field("create", "owners", json!(owners(&r.body, &["f:data", "f:.dockerconfigjson"])));
+    rec.field(
+        "create",
+        "owners",
+        json!(owners(&r.body, &["f:data", "f:.dockerconfigjson"])),
+    );
     rec.field("create", "type", r.body["type"].clone());
-    rec.field("create", "uid-length", json!(r.body["metadata"]["uid"].as_str().map(str::len)));
-    let again = s.apply(&sp(ns, "s"), "ecr-refresh", true, &docker_secret(ns, "s", CFG));
+    rec.field(
+        "create",
+        "uid-length",
+        json!(r.body["metadata"]["uid"].as_str().map(str::len)),
+    );
+    let again = s.apply(
+        &sp(ns, "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret(ns, "s", CFG),
+    );
     rec.answer("again", &again);
     rec.field(
         "again",
@@ -222,9 +249,15 @@ fn uid_before_admission(s: &Server, rec: &mut Record) {
     for ns in ["cf-term-uid", "cf-gone-uid"] {
         let mut body = docker_secret(ns, "s", CFG);
         body["metadata"]["uid"] = json!(UID);
-        rec.answer(&format!("{ns}-uid"), &s.apply(&sp(ns, "s"), "ecr-refresh", true, &body));
+        rec.answer(
+            &format!("{ns}-uid"),
+            &s.apply(&sp(ns, "s"), "ecr-refresh", true, &body),
+        );
         let plain = docker_secret(ns, "s", CFG);
-        rec.answer(&format!("{ns}-plain"), &s.apply(&sp(ns, "s"), "ecr-refresh", true, &plain));
+        rec.answer(
+            &format!("{ns}-plain"),
+            &s.apply(&sp(ns, "s"), "ecr-refresh", true, &plain),
+        );
     }
 }
 
@@ -245,7 +278,11 @@ fn uid_of_live(s: &Server, rec: &mut Record) {
     body["metadata"]["uid"] = live["metadata"]["uid"].clone();
     let r = s.apply(&sp(ns, "s"), "ecr-refresh", true, &body);
     rec.answer("apply", &r);
-    rec.field("apply", "same-uid", json!(r.body["metadata"]["uid"] == live["metadata"]["uid"]));
+    rec.field(
+        "apply",
+        "same-uid",
+        json!(r.body["metadata"]["uid"] == live["metadata"]["uid"]),
+    );
     rec.field("apply", "data", r.body["data"].clone());
 }
 
@@ -262,7 +299,11 @@ fn stale_resource_version(s: &Server, rec: &mut Record) {
     absent["metadata"]["resourceVersion"] = json!("12345");
     let r = s.apply(&sp(ns, "new"), "ecr-refresh", true, &absent);
     rec.answer("absent", &r);
-    rec.field("absent", "rv-kept", json!(r.body["metadata"]["resourceVersion"] == "12345"));
+    rec.field(
+        "absent",
+        "rv-kept",
+        json!(r.body["metadata"]["resourceVersion"] == "12345"),
+    );
 }
 
 fn merge_per_key(s: &Server, rec: &mut Record) {
@@ -278,7 +319,11 @@ fn merge_per_key(s: &Server, rec: &mut Record) {
     let r = s.apply(&sp(ns, "s"), "ecr-refresh", true, &body);
     rec.answer("apply", &r);
     rec.field("apply", "labels", r.body["metadata"]["labels"].clone());
-    rec.field("apply", "annotations", r.body["metadata"]["annotations"].clone());
+    rec.field(
+        "apply",
+        "annotations",
+        r.body["metadata"]["annotations"].clone(),
+    );
     rec.field("apply", "data", r.body["data"].clone());
 }
 
@@ -286,8 +331,21 @@ fn conflicts(s: &Server, rec: &mut Record) {
     let ns = "cf-conflict";
     s.namespace(ns, json!({}));
     s.seed_secret(ns, "s");
-    rec.answer("data", &s.apply(&sp(ns, "s"), "ecr-refresh", false, &docker_secret(ns, "s", CFG)));
-    s.seed(ns, "secrets", json!({"metadata": {"name": "o"}, "type": "Opaque", "data": {"x": "eA=="}}), "kubectl-create");
+    rec.answer(
+        "data",
+        &s.apply(
+            &sp(ns, "s"),
+            "ecr-refresh",
+            false,
+            &docker_secret(ns, "s", CFG),
+        ),
+    );
+    s.seed(
+        ns,
+        "secrets",
+        json!({"metadata": {"name": "o"}, "type": "Opaque", "data": {"x": "eA=="}}),
+        "kubectl-create",
+    );
     let mut body = docker_secret(ns, "o", CFG);
     body["data"]["x"] = json!("eQ==");
     rec.answer("type", &s.apply(&sp(ns, "o"), "ecr-refresh", false, &body));
@@ -307,10 +365,27 @@ fn force_shares_ownership(s: &Server, rec: &mut Record) {
     body["metadata"]["labels"] = json!({"l": "v"});
     let r = s.apply(&sp(ns, "s"), "ecr-refresh", true, &body);
     rec.answer("force", &r);
-    rec.field("force", "data-owners", json!(owners(&r.body, &["f:data", "f:.dockerconfigjson"])));
-    rec.field("force", "label-owners", json!(sorted(owners(&r.body, &["f:metadata", "f:labels", "f:l"]))));
-    rec.field("force", "type-owners", json!(sorted(owners(&r.body, &["f:type"]))));
-    let r = s.apply(&sp(ns, "s"), "ecr-refresh", false, &docker_secret(ns, "s", "{}"));
+    rec.field(
+        "force",
+        "data-owners",
+        json!(owners(&r.body, &["f:data", "f:.dockerconfigjson"])),
+    );
+    rec.field(
+        "force",
+        "label-owners",
+        json!(sorted(owners(&r.body, &["f:metadata", "f:labels", "f:l"]))),
+    );
+    rec.field(
+        "force",
+        "type-owners",
+        json!(sorted(owners(&r.body, &["f:type"]))),
+    );
+    let r = s.apply(
+        &sp(ns, "s"),
+        "ecr-refresh",
+        false,
+        &docker_secret(ns, "s", "{}"),
+    );
     rec.answer("unforced", &r);
 }
 
@@ -336,33 +411,67 @@ fn refused_apply_bodies(s: &Server, rec: &mut Record) {
     s.namespace(ns, json!({}));
     let mut body = docker_secret(ns, "s", CFG);
     body["metadata"]["managedFields"] = json!([{"manager": "x"}]);
-    rec.answer("managed-fields", &s.apply(&sp(ns, "s"), "ecr-refresh", true, &body));
-    rec.answer("no-manager", &s.patch(&sp(ns, "s"), APPLY, &docker_secret(ns, "s", CFG)));
+    rec.answer(
+        "managed-fields",
+        &s.apply(&sp(ns, "s"), "ecr-refresh", true, &body),
+    );
+    rec.answer(
+        "no-manager",
+        &s.patch(&sp(ns, "s"), APPLY, &docker_secret(ns, "s", CFG)),
+    );
     rec.answer(
         "bad-name",
-        &s.apply(&sp(ns, "Bad_Name"), "ecr-refresh", true, &docker_secret(ns, "Bad_Name", CFG)),
+        &s.apply(
+            &sp(ns, "Bad_Name"),
+            "ecr-refresh",
+            true,
+            &docker_secret(ns, "Bad_Name", CFG),
+        ),
     );
 }
 
 fn immutability(s: &Server, rec: &mut Record) {
     let ns = "cf-immutable";
     s.namespace(ns, json!({}));
-    s.seed(ns, "secrets", json!({"metadata": {"name": "s"}, "data": {"x": "eA=="}}), "kubectl-create");
-    rec.answer("type", &s.apply(&sp(ns, "s"), "ecr-refresh", true, &docker_secret(ns, "s", CFG)));
-    rec.field("type", "stored-type", s.get(&sp(ns, "s")).body["type"].clone());
+    s.seed(
+        ns,
+        "secrets",
+        json!({"metadata": {"name": "s"}, "data": {"x": "eA=="}}),
+        "kubectl-create",
+    );
+    rec.answer(
+        "type",
+        &s.apply(
+            &sp(ns, "s"),
+            "ecr-refresh",
+            true,
+            &docker_secret(ns, "s", CFG),
+        ),
+    );
+    rec.field(
+        "type",
+        "stored-type",
+        s.get(&sp(ns, "s")).body["type"].clone(),
+    );
     let mut seeded = docker_secret(ns, "i", "{}");
     seeded["immutable"] = json!(true);
     s.seed(ns, "secrets", seeded, "kubectl-create");
     let mut body = docker_secret(ns, "i", CFG);
     body["immutable"] = json!(true);
-    rec.answer("immutable", &s.apply(&sp(ns, "i"), "ecr-refresh", true, &body));
+    rec.answer(
+        "immutable",
+        &s.apply(&sp(ns, "i"), "ecr-refresh", true, &body),
+    );
 }
 
 fn dry_run(s: &Server, rec: &mut Record) {
     let ns = "cf-dry-run";
     s.namespace(ns, json!({}));
     let live = s.seed_secret(ns, "s");
-    let target = format!("{}?fieldManager=ecr-refresh&force=true&dryRun=All", sp(ns, "s"));
+    let target = format!(
+        "{}?fieldManager=ecr-refresh&force=true&dryRun=All",
+        sp(ns, "s")
+    );
     let r = s.patch(&target, APPLY, &docker_secret(ns, "s", CFG));
     rec.answer("update", &r);
     rec.field("update", "data", r.body["data"].clone());
@@ -371,14 +480,21 @@ fn dry_run(s: &Server, rec: &mut Record) {
         "same-resource-version",
         json!(r.body["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]),
     );
-    rec.field("update", "stored-unchanged", json!(s.get(&sp(ns, "s")).body == live));
+    rec.field(
+        "update",
+        "stored-unchanged",
+        json!(s.get(&sp(ns, "s")).body == live),
+    );
     let target = format!("{}?fieldManager=ecr-refresh&dryRun=All", sp(ns, "new"));
     let r = s.patch(&target, APPLY, &docker_secret(ns, "new", CFG));
     rec.answer("create", &r);
     rec.answer("create-stored", &s.get(&sp(ns, "new")));
     let mut bad = docker_secret(ns, "s", CFG);
     bad["type"] = json!("Opaque");
-    let target = format!("{}?fieldManager=ecr-refresh&force=true&dryRun=All", sp(ns, "s"));
+    let target = format!(
+        "{}?fieldManager=ecr-refresh&force=true&dryRun=All",
+        sp(ns, "s")
+    );
     rec.answer("invalid", &s.patch(&target, APPLY, &bad));
 }
 
@@ -389,7 +505,10 @@ fn dockerconfigjson_validation(s: &Server, rec: &mut Record) {
     let bad = docker_secret(ns, "s", "not json");
     rec.answer("apply", &s.apply(&sp(ns, "s"), "ecr-refresh", true, &bad));
     rec.answer("post", &s.post(&posts, &bad));
-    rec.answer("post-truncated", &s.post(&posts, &docker_secret(ns, "s", r#"{"auths":{}"#)));
+    rec.answer(
+        "post-truncated",
+        &s.post(&posts, &docker_secret(ns, "s", r#"{"auths":{}"#)),
+    );
     rec.answer(
         "post-array",
         &s.post(&posts, &json!({"metadata": {"name": "s"}, "type": "kubernetes.io/dockerconfigjson", "stringData": {".dockerconfigjson": "[]"}})),
@@ -403,10 +522,21 @@ fn dockerconfigjson_validation(s: &Server, rec: &mut Record) {
     opaque["type"] = json!("Opaque");
     rec.answer("opaque", &s.post(&posts, &opaque));
     let live = s.seed_secret(ns, "s");
-    rec.answer("update-apply", &s.apply(&sp(ns, "s"), "ecr-refresh", true, &bad));
+    rec.answer(
+        "update-apply",
+        &s.apply(&sp(ns, "s"), "ecr-refresh", true, &bad),
+    );
     let mut put = live.clone();
     put["data"] = bad["data"].clone();
-    rec.answer("update-put", &s.send("PUT", &sp(ns, "s"), Some("application/json"), &put.to_string()));
+    rec.answer(
+        "update-put",
+        &s.send(
+            "PUT",
+            &sp(ns, "s"),
+            Some("application/json"),
+            &put.to_string(),
+        ),
+    );
     let data = json!({"data": bad["data"]});
     rec.answer("update-merge", &s.patch(&sp(ns, "s"), MERGE_PATCH, &data));
     rec.answer("update-strategic", &s.patch(&sp(ns, "s"), STRATEGIC, &data));
@@ -420,17 +550,30 @@ fn posts_and_missing(s: &Server, rec: &mut Record) {
     let ns = "cf-post";
     s.namespace(ns, json!({}));
     let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "v"}});
-    let r = s.post(&format!("/api/v1/namespaces/{ns}/secrets?fieldManager=kubectl-create"), &body);
+    let r = s.post(
+        &format!("/api/v1/namespaces/{ns}/secrets?fieldManager=kubectl-create"),
+        &body,
+    );
     rec.answer("create", &r);
     rec.field("create", "type", r.body["type"].clone());
     rec.field("create", "data", r.body["data"].clone());
-    rec.field("create", "created", json!(r.body["metadata"]["creationTimestamp"].is_string()));
+    rec.field(
+        "create",
+        "created",
+        json!(r.body["metadata"]["creationTimestamp"].is_string()),
+    );
     rec.field("create", "type-owners", json!(owners(&r.body, &["f:type"])));
-    rec.answer("again", &s.post(&format!("/api/v1/namespaces/{ns}/secrets"), &body));
+    rec.answer(
+        "again",
+        &s.post(&format!("/api/v1/namespaces/{ns}/secrets"), &body),
+    );
     let r = s.get(&sp(ns, "nope"));
     rec.answer("missing", &r);
     rec.field("missing", "body", r.body.clone());
-    rec.answer("missing-merge", &s.patch(&sp(ns, "nope"), MERGE_PATCH, &json!({"data": {}})));
+    rec.answer(
+        "missing-merge",
+        &s.patch(&sp(ns, "nope"), MERGE_PATCH, &json!({"data": {}})),
+    );
     rec.answer("delete", &s.delete(&sp(ns, "s")));
     rec.answer("delete-again", &s.delete(&sp(ns, "s")));
 }
@@ -451,25 +594,42 @@ fn pagination(s: &Server, rec: &mut Record) {
         rec.answer(&step, &r);
         rec.field(&step, "kind", r.body["kind"].clone());
         rec.field(&step, "names", names(&r));
-        token = r.body["metadata"]["continue"].as_str().unwrap_or_default().to_owned();
+        token = r.body["metadata"]["continue"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         rec.field(&step, "has-continue", json!(!token.is_empty()));
         pages += 1;
         if token.is_empty() || pages > 5 {
             break;
         }
     }
-    rec.answer("bad-continue", &s.get("/api/v1/namespaces?limit=3&continue=bm90LWEtdG9rZW4"));
+    rec.answer(
+        "bad-continue",
+        &s.get("/api/v1/namespaces?limit=3&continue=bm90LWEtdG9rZW4"),
+    );
 }
 
 fn label_selectors(s: &Server, rec: &mut Record) {
-    s.namespace("cf-sel-a", json!({"cfenv": "prod", "cfteam": "x", "cfsel": "1"}));
+    s.namespace(
+        "cf-sel-a",
+        json!({"cfenv": "prod", "cfteam": "x", "cfsel": "1"}),
+    );
     s.namespace("cf-sel-b", json!({"cfenv": "dev", "cfsel": "1"}));
     s.namespace("cf-sel-c", json!({"cfsel": "1"}));
     for sel in [
-        "cfenv=prod", "cfenv!=prod", "cfenv", "!cfenv", "cfenv in (dev,prod)",
-        "cfenv notin (dev)", "cfenv=prod,cfteam=x", "kubernetes.io/metadata.name=cf-sel-b",
+        "cfenv=prod",
+        "cfenv!=prod",
+        "cfenv",
+        "!cfenv",
+        "cfenv in (dev,prod)",
+        "cfenv notin (dev)",
+        "cfenv=prod,cfteam=x",
+        "kubernetes.io/metadata.name=cf-sel-b",
     ] {
-        let q = format!("{sel},cfsel").replace(' ', "%20").replace('!', "%21");
+        let q = format!("{sel},cfsel")
+            .replace(' ', "%20")
+            .replace('!', "%21");
         let r = s.get(&format!("/api/v1/namespaces?labelSelector={q}"));
         rec.answer(sel, &r);
         rec.field(sel, "names", names(&r));
@@ -484,18 +644,58 @@ fn terminating_namespace(s: &Server, rec: &mut Record) {
     s.terminate(ns);
     let got = s.get(&format!("/api/v1/namespaces/{ns}")).body;
     rec.field("namespace", "phase", got["status"]["phase"].clone());
-    rec.field("namespace", "deleting", json!(got["metadata"]["deletionTimestamp"].is_string()));
-    rec.answer("apply", &s.apply(&sp(ns, "s"), "ecr-refresh", true, &docker_secret(ns, "s", CFG)));
-    rec.answer("post", &s.post(&format!("/api/v1/namespaces/{ns}/secrets"), &docker_secret(ns, "s", CFG)));
-    let r = s.apply(&sp(ns, "old"), "ecr-refresh", true, &docker_secret(ns, "old", CFG));
+    rec.field(
+        "namespace",
+        "deleting",
+        json!(got["metadata"]["deletionTimestamp"].is_string()),
+    );
+    rec.answer(
+        "apply",
+        &s.apply(
+            &sp(ns, "s"),
+            "ecr-refresh",
+            true,
+            &docker_secret(ns, "s", CFG),
+        ),
+    );
+    rec.answer(
+        "post",
+        &s.post(
+            &format!("/api/v1/namespaces/{ns}/secrets"),
+            &docker_secret(ns, "s", CFG),
+        ),
+    );
+    let r = s.apply(
+        &sp(ns, "old"),
+        "ecr-refresh",
+        true,
+        &docker_secret(ns, "old", CFG),
+    );
     rec.answer("update", &r);
-    rec.answer("delete-again", &s.delete(&format!("/api/v1/namespaces/{ns}")));
+    rec.answer(
+        "delete-again",
+        &s.delete(&format!("/api/v1/namespaces/{ns}")),
+    );
 }
 
 fn missing_namespace(s: &Server, rec: &mut Record) {
     let ns = "cf-gone";
-    rec.answer("apply", &s.apply(&sp(ns, "s"), "ecr-refresh", true, &docker_secret(ns, "s", CFG)));
-    rec.answer("post", &s.post(&format!("/api/v1/namespaces/{ns}/secrets"), &docker_secret(ns, "s", CFG)));
+    rec.answer(
+        "apply",
+        &s.apply(
+            &sp(ns, "s"),
+            "ecr-refresh",
+            true,
+            &docker_secret(ns, "s", CFG),
+        ),
+    );
+    rec.answer(
+        "post",
+        &s.post(
+            &format!("/api/v1/namespaces/{ns}/secrets"),
+            &docker_secret(ns, "s", CFG),
+        ),
+    );
     rec.answer("get", &s.get(&sp(ns, "s")));
     rec.answer("namespace", &s.get(&format!("/api/v1/namespaces/{ns}")));
 }
@@ -503,30 +703,67 @@ fn missing_namespace(s: &Server, rec: &mut Record) {
 fn image_pull_secrets(s: &Server, rec: &mut Record) {
     let ns = "cf-pull";
     s.namespace(ns, json!({}));
-    let sa = s.seed(ns, "serviceaccounts", json!({"metadata": {"name": "builder"}}), "kubectl-create");
+    let sa = s.seed(
+        ns,
+        "serviceaccounts",
+        json!({"metadata": {"name": "builder"}}),
+        "kubectl-create",
+    );
     let add_list = json!([
         {"op": "test", "path": "/metadata/resourceVersion", "value": "999999"},
         {"op": "add", "path": "/imagePullSecrets", "value": [{"name": "aws-ecr-token"}]}
     ]);
-    rec.answer("test-fails", &s.patch(&sap(ns, "builder"), JSON_PATCH, &add_list));
-    rec.field("test-fails", "unchanged", json!(s.get(&sap(ns, "builder")).body == sa));
-    let append = json!([{"op": "add", "path": "/imagePullSecrets/-", "value": {"name": "aws-ecr-token"}}]);
-    rec.answer("append-missing", &s.patch(&sap(ns, "builder"), JSON_PATCH, &append));
+    rec.answer(
+        "test-fails",
+        &s.patch(&sap(ns, "builder"), JSON_PATCH, &add_list),
+    );
+    rec.field(
+        "test-fails",
+        "unchanged",
+        json!(s.get(&sap(ns, "builder")).body == sa),
+    );
+    let append =
+        json!([{"op": "add", "path": "/imagePullSecrets/-", "value": {"name": "aws-ecr-token"}}]);
+    rec.answer(
+        "append-missing",
+        &s.patch(&sap(ns, "builder"), JSON_PATCH, &append),
+    );
     let mut ok = add_list.clone();
     ok[0]["value"] = sa["metadata"]["resourceVersion"].clone();
-    let r = s.patch(&format!("{}?fieldManager=ecr-refresh", sap(ns, "builder")), JSON_PATCH, &ok);
+    let r = s.patch(
+        &format!("{}?fieldManager=ecr-refresh", sap(ns, "builder")),
+        JSON_PATCH,
+        &ok,
+    );
     rec.answer("test-passes", &r);
     rec.field("test-passes", "list", r.body["imagePullSecrets"].clone());
-    rec.field("test-passes", "owners", json!(owners(&r.body, &["f:imagePullSecrets"])));
+    rec.field(
+        "test-passes",
+        "owners",
+        json!(owners(&r.body, &["f:imagePullSecrets"])),
+    );
 
-    s.seed(ns, "serviceaccounts", json!({"metadata": {"name": "theirs"}, "imagePullSecrets": [{"name": "theirs"}]}), "kubectl");
+    s.seed(
+        ns,
+        "serviceaccounts",
+        json!({"metadata": {"name": "theirs"}, "imagePullSecrets": [{"name": "theirs"}]}),
+        "kubectl",
+    );
     let r = s.patch(&sap(ns, "theirs"), JSON_PATCH, &append);
     rec.answer("append", &r);
     rec.field("append", "list", r.body["imagePullSecrets"].clone());
 
-    s.seed(ns, "serviceaccounts", json!({"metadata": {"name": "applied"}, "imagePullSecrets": [{"name": "theirs"}]}), "kubectl");
+    s.seed(
+        ns,
+        "serviceaccounts",
+        json!({"metadata": {"name": "applied"}, "imagePullSecrets": [{"name": "theirs"}]}),
+        "kubectl",
+    );
     let body = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "applied"}, "imagePullSecrets": [{"name": "mine"}]});
-    rec.answer("apply", &s.apply(&sap(ns, "applied"), "ecr-refresh", false, &body));
+    rec.answer(
+        "apply",
+        &s.apply(&sap(ns, "applied"), "ecr-refresh", false, &body),
+    );
     let r = s.apply(&sap(ns, "applied"), "ecr-refresh", true, &body);
     rec.answer("apply-force", &r);
     rec.field("apply-force", "list", r.body["imagePullSecrets"].clone());
@@ -538,7 +775,11 @@ fn merge_patches(s: &Server, rec: &mut Record) {
     s.seed_secret(ns, "s");
     let body = json!({"metadata": {"resourceVersion": "1"}, "data": {"x": "eA=="}});
     rec.answer("stale", &s.patch(&sp(ns, "s"), MERGE_PATCH, &body));
-    let r = s.patch(&sp(ns, "s"), STRATEGIC, &json!({"data": {"x": "eA==", ".dockerconfigjson": "e30="}}));
+    let r = s.patch(
+        &sp(ns, "s"),
+        STRATEGIC,
+        &json!({"data": {"x": "eA==", ".dockerconfigjson": "e30="}}),
+    );
     rec.answer("strategic", &r);
     rec.field("strategic", "x", r.body["data"]["x"].clone());
 }
@@ -551,16 +792,40 @@ fn finalizers(s: &Server, rec: &mut Record) {
     s.seed(ns, "secrets", held, "kubectl-create");
     let r = s.delete(&sp(ns, "s"));
     rec.answer("delete", &r);
-    rec.field("delete", "deleting", json!(r.body["metadata"]["deletionTimestamp"].is_string()));
+    rec.field(
+        "delete",
+        "deleting",
+        json!(r.body["metadata"]["deletionTimestamp"].is_string()),
+    );
     let stored = s.get(&sp(ns, "s")).body;
-    rec.field("stored", "finalizers", stored["metadata"]["finalizers"].clone());
-    let r = s.apply(&sp(ns, "s"), "ecr-refresh", true, &docker_secret(ns, "s", CFG));
+    rec.field(
+        "stored",
+        "finalizers",
+        stored["metadata"]["finalizers"].clone(),
+    );
+    let r = s.apply(
+        &sp(ns, "s"),
+        "ecr-refresh",
+        true,
+        &docker_secret(ns, "s", CFG),
+    );
     rec.answer("apply", &r);
-    rec.field("apply", "deleting", json!(r.body["metadata"]["deletionTimestamp"].is_string()));
+    rec.field(
+        "apply",
+        "deleting",
+        json!(r.body["metadata"]["deletionTimestamp"].is_string()),
+    );
     let mut more = docker_secret(ns, "s", CFG);
     more["metadata"]["finalizers"] = json!(["example.com/more"]);
-    rec.answer("add-finalizer", &s.apply(&sp(ns, "s"), "other", true, &more));
-    let r = s.patch(&sp(ns, "s"), MERGE_PATCH, &json!({"metadata": {"finalizers": null}}));
+    rec.answer(
+        "add-finalizer",
+        &s.apply(&sp(ns, "s"), "other", true, &more),
+    );
+    let r = s.patch(
+        &sp(ns, "s"),
+        MERGE_PATCH,
+        &json!({"metadata": {"finalizers": null}}),
+    );
     rec.answer("release", &r);
     rec.answer("gone", &s.get(&sp(ns, "s")));
 }
@@ -631,6 +896,13 @@ fn the_fake_answers_as_the_real_kube_apiserver() {
         listed.len(),
         unlisted.len()
     );
-    assert!(unlisted.is_empty(), "the fake differs from the real server:\n{}", unlisted.join("\n"));
-    assert!(stale.is_empty(), "listed in LISTED but agreeing now: {stale:?}");
+    assert!(
+        unlisted.is_empty(),
+        "the fake differs from the real server:\n{}",
+        unlisted.join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "listed in LISTED but agreeing now: {stale:?}"
+    );
 }

@@ -1396,7 +1396,10 @@ fn delete_removes_and_records_none() {
     seed_secret(&c, "a", "s", "kubectl-create");
     let r = send(&c.url(), "DELETE", &secret_path("a", "s"), None, "");
     assert_eq!(r.status, 200);
-    assert_eq!(r.body["kind"], "Status", "secrets don't return the deleted object");
+    assert_eq!(
+        r.body["kind"], "Status",
+        "secrets don't return the deleted object"
+    );
     assert_eq!(r.body["status"], "Success");
     assert_eq!(c.history(Resource::Secrets, "a", "s").last(), Some(&None));
     assert_eq!(

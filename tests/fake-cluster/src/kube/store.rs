@@ -297,7 +297,8 @@ fn fold_string_data(resource: Resource, obj: &mut Value) {
 }
 
 /// The apiserver's continue tokens are base64.RawURLEncoding.
-const CONTINUE_B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+const CONTINUE_B64: base64::engine::GeneralPurpose =
+    base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 /// Continue tokens: opaque to clients, base64 of the list's version and the last key.
 fn encode_continue(rv: u64, last: &Key) -> String {
@@ -312,9 +313,7 @@ fn decode_continue(token: &str) -> Result<(u64, Key), ApiError> {
             "invalid continue token: continue key is not valid: {why}"
         ))
     };
-    let bytes = CONTINUE_B64
-        .decode(token)
-        .map_err(|e| bad(e.to_string()))?;
+    let bytes = CONTINUE_B64.decode(token).map_err(|e| bad(e.to_string()))?;
     gojson::unmarshal_into_map(&bytes).map_err(bad)?;
     let v: Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
     let rv = v["rv"]
