@@ -252,7 +252,7 @@ fn a_type_owned_by_another_manager_conflicts_before_the_immutability_check() {
     assert_eq!(r.status, 409);
     assert_eq!(
         r.message(),
-        "Apply failed with 2 conflicts: conflicts with \"kubectl-create\" using v1:\n- .data.x\n- .type"
+        "Apply failed with 2 conflicts: conflicts with \"kubectl-create\" using v1:\n- .type\n- .data.x"
     );
 }
 
@@ -1403,6 +1403,11 @@ fn delete_removes_and_records_none() {
     seed_secret(&c, "a", "s", "kubectl-create");
     let r = send(&c.url(), "DELETE", &secret_path("a", "s"), None, "");
     assert_eq!(r.status, 200);
+    assert_eq!(
+        r.body["kind"], "Status",
+        "secrets don't return the deleted object"
+    );
+    assert_eq!(r.body["status"], "Success");
     assert_eq!(c.history(Resource::Secrets, "a", "s").last(), Some(&None));
     assert_eq!(
         send(&c.url(), "DELETE", &secret_path("a", "s"), None, "").status,

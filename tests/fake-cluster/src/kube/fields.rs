@@ -173,6 +173,21 @@ pub(crate) fn render(set: &FieldSet) -> Value {
     root
 }
 
+/// The order structured-merge-diff's `Set.Iterate` visits paths in: at each level the
+/// fields that end there (members) before those that go deeper (children), each by name.
+/// So `.type` comes before `.data.x` (seen on kube-apiserver v1.37.2, CONFORMANCE.md).
+fn set_order(a: &[String], b: &[String]) -> std::cmp::Ordering {
+    match (a, b) {
+        ([], []) => std::cmp::Ordering::Equal,
+        ([], _) => std::cmp::Ordering::Less,
+        (_, []) => std::cmp::Ordering::Greater,
+        ([x], [y]) => x.cmp(y),
+        ([_], _) => std::cmp::Ordering::Less,
+        (_, [_]) => std::cmp::Ordering::Greater,
+        ([x, xs @ ..], [y, ys @ ..]) => x.cmp(y).then_with(|| set_order(xs, ys)),
+    }
+}
+
 /// One field another manager owns with a different value than the apply sets.
 #[derive(Debug, Clone)]
 pub(crate) struct Conflict {
@@ -237,7 +252,7 @@ pub(crate) fn apply(
             live_value.is_some() && live_value != value_at(config, p)
         })
         .collect();
-    let conflicts: Vec<Conflict> = changed
+    let mut conflicts: Vec<Conflict> = changed
         .iter()
         .flat_map(|p| {
             others(managers, manager, p).map(|m| Conflict {
@@ -246,6 +261,11 @@ pub(crate) fn apply(
             })
         })
         .collect();
+    conflicts.sort_by(|a, b| {
+        a.manager
+            .cmp(&b.manager)
+            .then_with(|| set_order(&a.path, &b.path))
+    });
     if !conflicts.is_empty() && !force {
         return Err(conflicts);
     }

@@ -298,14 +298,25 @@ fn fold_string_data(resource: Resource, obj: &mut Value) {
     }
 }
 
+/// The apiserver's continue tokens are base64.RawURLEncoding.
+const CONTINUE_B64: base64::engine::GeneralPurpose =
+    base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
 /// Continue tokens: opaque to clients, base64 of the list's version and the last key.
 fn encode_continue(rv: u64, last: &Key) -> String {
-    B64.encode(json!({"rv": rv, "start": [last.0, last.1]}).to_string())
+    CONTINUE_B64.encode(json!({"rv": rv, "start": [last.0, last.1]}).to_string())
 }
 
 fn decode_continue(token: &str) -> Result<(u64, Key), ApiError> {
-    let bad = |why: String| status::bad_request(format!("continue key is not valid: {why}"));
-    let bytes = B64.decode(token).map_err(|e| bad(e.to_string()))?;
+    // The etcd3 store's words: `invalid continue token: continue key is not valid: ...`, with
+    // Go's base64 (RawURLEncoding) and json errors.
+    let bad = |why: String| {
+        status::bad_request(format!(
+            "invalid continue token: continue key is not valid: {why}"
+        ))
+    };
+    let bytes = CONTINUE_B64.decode(token).map_err(|e| bad(e.to_string()))?;
+    gojson::unmarshal_into_map(&bytes).map_err(bad)?;
     let v: Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
     let rv = v["rv"]
         .as_u64()
@@ -1131,6 +1142,14 @@ impl Store {
             return Ok(self.store(resource, k, obj, live.managers));
         }
         self.remove(resource, &k);
+        // An object gone at once is answered with a Success Status, unless its registry sets
+        // ReturnDeletedObject (pods and serviceaccounts do, secrets don't): seen on
+        // kube-apiserver v1.37.2 (CONFORMANCE.md).
+        if resource == Resource::Secrets {
+            return Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Success", "details": {"name": name, "kind": resource.plural(),
+                "uid": meta_str(&live.obj, "uid").unwrap_or_default()}}));
+        }
         Ok(live.obj)
     }
 }
