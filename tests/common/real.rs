@@ -411,6 +411,8 @@ pub struct Seen {
     pub watch_uid_changes: u64,
     pub watch_events: u64,
     pub watches: u64,
+    /// The watch's LISTs (its start, and after a 410).
+    pub lists: u64,
 }
 
 impl Seen {
@@ -428,6 +430,7 @@ impl Seen {
         self.watch_uid_changes += other.watch_uid_changes;
         self.watch_events += other.watch_events;
         self.watches += other.watches;
+        self.lists += other.lists;
     }
 }
 
@@ -441,6 +444,7 @@ struct Counters {
     watch_uid_changes: AtomicU64,
     watch_events: AtomicU64,
     watches: AtomicU64,
+    lists: AtomicU64,
 }
 
 impl Counters {
@@ -455,6 +459,7 @@ impl Counters {
             watch_uid_changes: l(&self.watch_uid_changes),
             watch_events: l(&self.watch_events),
             watches: l(&self.watches),
+            lists: l(&self.lists),
         }
     }
 
@@ -587,7 +592,9 @@ async fn watch(
     let mut started = Some(started);
     let mut last_uid: Option<String> = None;
     'relist: while !stop.load(Ordering::Relaxed) {
-        let Ok(list) = api.list(&ListParams::default().fields(&field)).await else {
+        let list = api.list(&ListParams::default().fields(&field)).await;
+        Counters::bump(&c.lists);
+        let Ok(list) = list else {
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         };

@@ -210,7 +210,15 @@ impl Shared {
         }
     }
 
-    fn authorize(&self, rbac: &Rbac, route: &Route, req: &Incoming<'_>) -> Result<(), ApiError> {
+    /// `rbac` None: the authorizer has no roles yet (a server just back from an outage),
+    /// so every resource request is refused, as a restarted kube-apiserver refuses them
+    /// until its RBAC informers have synced (REAL-SERVER.md).
+    fn authorize(
+        &self,
+        rbac: Option<&Rbac>,
+        route: &Route,
+        req: &Incoming<'_>,
+    ) -> Result<(), ApiError> {
         if let Route::Events(events) = route {
             return Self::authorize_events(rbac, events, req);
         }
@@ -238,7 +246,7 @@ impl Shared {
             namespace,
             name,
         };
-        rbac.authorize(&attrs).map_err(|reason| {
+        rbac.map_or(Err(String::new()), |r| r.authorize(&attrs)).map_err(|reason| {
             status::forbidden(
                 resource.plural(),
                 name,
@@ -249,7 +257,7 @@ impl Shared {
     }
 
     fn authorize_events(
-        rbac: &Rbac,
+        rbac: Option<&Rbac>,
         route: &EventRoute,
         req: &Incoming<'_>,
     ) -> Result<(), ApiError> {
@@ -271,7 +279,7 @@ impl Shared {
             namespace,
             name,
         };
-        rbac.authorize(&attrs).map_err(|reason| {
+        rbac.map_or(Err(String::new()), |r| r.authorize(&attrs)).map_err(|reason| {
             let qualified = match api {
                 EventApi::Core => "events".to_owned(),
                 EventApi::Events => format!("events.{}", events::GROUP),
@@ -656,8 +664,10 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 body: &body,
             };
             let route = route(path);
+            let unsynced = shared.lock().rbac_unsynced();
             let result = match &shared.rbac {
-                Some(rbac) => shared.authorize(rbac, &route, &req),
+                _ if unsynced => shared.authorize(None, &route, &req),
+                Some(rbac) => shared.authorize(Some(rbac), &route, &req),
                 None => Ok(()),
             }
             .and_then(|()| match route {
