@@ -10,6 +10,10 @@
 //! error here); a whole call, all its attempts and the client's own throttling retries
 //! included, after CALL_TIMEOUT. 429, 503 and 504 are retried inside the client, where the
 //! Retry-After header is seen (cluster.rs): retrying them here too would multiply the attempts.
+//!
+//! A 403 within RESTART_GRACE of a lost connection is retried too: a kube-apiserver that was
+//! restarted serves requests as soon as it listens, before its RBAC authorizer has loaded the
+//! roles, and answers them 403 for some seconds (tests/fake-cluster/REAL-SERVER.md).
 
 use std::future::Future;
 use std::time::Duration;
@@ -26,6 +30,28 @@ const ATTEMPTS: u32 = 5;
 const BASE_DELAY: Duration = Duration::from_millis(100);
 /// The longest wait between tries: an API server back from a restart is used within this.
 const MAX_DELAY: Duration = Duration::from_secs(3);
+/// How long after a lost connection a 403 is taken for a restarted API server that has not
+/// loaded its RBAC roles yet, rather than a missing grant. kube-apiserver 1.37 answered
+/// `RBAC: clusterrole.rbac.authorization.k8s.io "ecr-refresh" not found` for up to a few
+/// seconds after it listened again, on 2 loaded cores; a grant that is really missing costs
+/// at most this much more after a restart, and nothing at other times.
+const RESTART_GRACE: Duration = Duration::from_secs(30);
+
+/// When any call of this run last lost its connection: the server may have restarted.
+static LAST_LOST: std::sync::Mutex<Option<tokio::time::Instant>> = std::sync::Mutex::new(None);
+
+fn connection_lost_now() {
+    let mut last = LAST_LOST.lock().unwrap_or_else(|p| p.into_inner());
+    *last = Some(tokio::time::Instant::now());
+}
+
+/// Whether a connection was lost within RESTART_GRACE.
+fn restarted_lately() -> bool {
+    LAST_LOST
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_some_and(|at| at.elapsed() < RESTART_GRACE)
+}
 
 /// Why a request failed, after any retries.
 #[derive(Debug, thiserror::Error)]
@@ -59,10 +85,13 @@ impl RequestError {
         self.status().map(|s| s.code)
     }
 
-    /// Whether another attempt may succeed, and how many tries that is worth.
-    fn retry(&self) -> Retry {
+    /// Whether another attempt may succeed, and how many tries that is worth;
+    /// `restarted_lately`: a connection was lost within RESTART_GRACE.
+    fn retry(&self, restarted_lately: bool) -> Retry {
         match self {
             Self::Api(s) if matches!(s.code, 500 | 502) => Retry::Bounded,
+            // Until the grace is over, not the call's deadline: see RESTART_GRACE.
+            Self::Api(s) if s.code == 403 && restarted_lately => Retry::WhileRestarting,
             Self::Client(e) if is_connection_failure(e) => Retry::UntilDeadline,
             Self::Client(kube::Error::HyperError(_) | kube::Error::Service(_)) => Retry::Bounded,
             _ => Retry::No,
@@ -77,6 +106,8 @@ enum Retry {
     Bounded,
     /// Until the call's deadline: the server is (re)starting or out of reach for a while.
     UntilDeadline,
+    /// While a connection was lost within RESTART_GRACE, within the call's deadline.
+    WhileRestarting,
 }
 
 /// Whether the connection could not be made or was lost: refused, reset, closed before the
@@ -152,7 +183,10 @@ where
             Ok(Err(e)) => RequestError::from(e),
             Err(_) => return Err(RequestError::Timeout(CALL_TIMEOUT)),
         };
-        let retry = error.retry();
+        if matches!(&error, RequestError::Client(e) if is_connection_failure(e)) {
+            connection_lost_now();
+        }
+        let retry = error.retry(restarted_lately());
         if retry == Retry::No {
             return Err(error);
         }
@@ -209,15 +243,18 @@ mod tests {
             ErrorKind::UnexpectedEof,
             ErrorKind::TimedOut,
         ] {
-            assert_eq!(io(kind).retry(), Retry::UntilDeadline, "{kind:?}");
+            assert_eq!(io(kind).retry(false), Retry::UntilDeadline, "{kind:?}");
         }
-        assert_eq!(io(ErrorKind::InvalidData).retry(), Retry::Bounded);
+        assert_eq!(io(ErrorKind::InvalidData).retry(false), Retry::Bounded);
         // Wrapped, as the buffer layer wraps the client's errors.
         let wrapped = kube::Error::Service(Box::new(Error::other(Error::new(
             ErrorKind::ConnectionRefused,
             "x",
         ))));
-        assert_eq!(RequestError::Client(wrapped).retry(), Retry::UntilDeadline);
+        assert_eq!(
+            RequestError::Client(wrapped).retry(false),
+            Retry::UntilDeadline
+        );
     }
 
     fn status(code: u16) -> RequestError {
@@ -240,10 +277,13 @@ mod tests {
             (403, false),
         ] {
             let expected = if retried { Retry::Bounded } else { Retry::No };
-            assert_eq!(status(code).retry(), expected, "{code}");
+            assert_eq!(status(code).retry(false), expected, "{code}");
         }
+        // Right after a lost connection, a 403 may be a restarted server's unsynced RBAC.
+        assert_eq!(status(403).retry(true), Retry::WhileRestarting);
+        assert_eq!(status(404).retry(true), Retry::No);
         assert_eq!(
-            RequestError::Timeout(CALL_TIMEOUT).retry(),
+            RequestError::Timeout(CALL_TIMEOUT).retry(false),
             Retry::No,
             "the call's own deadline is final"
         );

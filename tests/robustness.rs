@@ -82,6 +82,15 @@ fn a_ten_second_api_server_outage_mid_run_is_ridden_out() {
         .filter(|l| l["message"] == "retrying")
         .count();
     assert!(retries > 0, "the outage was retried through");
+    // Back from the outage, the fake refuses 403 for a while, as a restarted kube-apiserver
+    // does before its RBAC authorizer has synced (tests/real_restarts.rs saw it): retried too.
+    let forbidden = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.status == 403)
+        .count();
+    assert!(forbidden > 0, "the fake refused 403 after it came back");
     assert!(
         wall < Duration::from_secs(60),
         "a 10 s outage costs about 10 s, not minutes: {wall:?}"

@@ -1528,5 +1528,19 @@ fn an_outage_refuses_connections_then_the_server_comes_back_with_its_state() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Back, but refusing for a while: a restarted kube-apiserver's RBAC authorizer has no
+    // roles yet (REAL-SERVER.md).
+    let refused = get(&c.url(), &secret_path("a", "s"));
+    assert_eq!(refused.status, 403, "{:?}", refused.body);
+    assert_eq!(refused.body["reason"], "Forbidden");
+    let message = refused.body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("secrets \"s\" is forbidden: User ")
+            && message.contains(
+                "cannot get resource \"secrets\" in API group \"\" in the namespace \"a\""
+            ),
+        "{message}"
+    );
+    std::thread::sleep(fake_cluster::kube::RBAC_UNSYNCED_AFTER_OUTAGE);
     assert_eq!(get(&c.url(), &secret_path("a", "s")).status, 200);
 }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::events::{self, EventApi, EventRoute};
 use super::protobuf;
-use super::rbac::{Attributes, Rbac};
+use super::rbac::{Attributes, Identity, Rbac};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{self, ApiError, FieldError};
 use super::store::{ListOptions, PatchType, WriteOptions};
@@ -220,7 +220,15 @@ impl Shared {
         }
     }
 
-    fn authorize(&self, rbac: &Rbac, route: &Route, req: &Incoming<'_>) -> Result<(), ApiError> {
+    /// `rbac` None: the authorizer has no roles yet (a server just back from an outage),
+    /// so every resource request is refused, as a restarted kube-apiserver refuses them
+    /// until its RBAC informers have synced (REAL-SERVER.md).
+    fn authorize(
+        &self,
+        rbac: Option<&Rbac>,
+        route: &Route,
+        req: &Incoming<'_>,
+    ) -> Result<(), ApiError> {
         if let Route::Events(events) = route {
             return Self::authorize_events(rbac, events, req);
         }
@@ -254,18 +262,19 @@ impl Shared {
             namespace,
             name,
         };
-        rbac.authorize(&attrs).map_err(|reason| {
-            status::forbidden(
-                resource.plural(),
-                name,
-                &rbac.refusal(&attrs, &reason),
-                Vec::new(),
-            )
-        })
+        rbac.map_or(Err(String::new()), |r| r.authorize(&attrs))
+            .map_err(|reason| {
+                status::forbidden(
+                    resource.plural(),
+                    name,
+                    &refusal(rbac, &attrs, &reason),
+                    Vec::new(),
+                )
+            })
     }
 
     fn authorize_events(
-        rbac: &Rbac,
+        rbac: Option<&Rbac>,
         route: &EventRoute,
         req: &Incoming<'_>,
     ) -> Result<(), ApiError> {
@@ -287,20 +296,25 @@ impl Shared {
             namespace,
             name,
         };
-        rbac.authorize(&attrs).map_err(|reason| {
-            let qualified = match api {
-                EventApi::Core => "events".to_owned(),
-                EventApi::Events => format!("events.{}", events::GROUP),
-            };
-            let mut e =
-                status::forbidden(&qualified, name, &rbac.refusal(&attrs, &reason), Vec::new());
-            // Details name the group and the plain resource, as NewForbidden does.
-            e.body["details"]["kind"] = json!("events");
-            if api == EventApi::Events {
-                e.body["details"]["group"] = json!(events::GROUP);
-            }
-            e
-        })
+        rbac.map_or(Err(String::new()), |r| r.authorize(&attrs))
+            .map_err(|reason| {
+                let qualified = match api {
+                    EventApi::Core => "events".to_owned(),
+                    EventApi::Events => format!("events.{}", events::GROUP),
+                };
+                let mut e = status::forbidden(
+                    &qualified,
+                    name,
+                    &refusal(rbac, &attrs, &reason),
+                    Vec::new(),
+                );
+                // Details name the group and the plain resource, as NewForbidden does.
+                e.body["details"]["kind"] = json!("events");
+                if api == EventApi::Events {
+                    e.body["details"]["group"] = json!(events::GROUP);
+                }
+                e
+            })
     }
 
     /// Serves Events (events.rs) under the lock.
@@ -696,8 +710,10 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 body: &body,
             };
             let route = route(path);
+            let unsynced = shared.lock().rbac_unsynced();
             let result = match &shared.rbac {
-                Some(rbac) => shared.authorize(rbac, &route, &req),
+                _ if unsynced => shared.authorize(None, &route, &req),
+                Some(rbac) => shared.authorize(Some(rbac), &route, &req),
                 None => Ok(()),
             }
             .and_then(|()| match route {
@@ -756,5 +772,14 @@ pub(crate) fn fault_answer(
             let e = status::for_code(code, retry_after);
             (code, e.body, retry_after)
         }
+    }
+}
+
+/// A 403's reason: the user the RBAC names, or, with no roles loaded yet (`None`: a server
+/// just back from an outage), the default ServiceAccount's.
+fn refusal(rbac: Option<&Rbac>, attrs: &Attributes<'_>, reason: &str) -> String {
+    match rbac {
+        Some(r) => r.refusal(attrs, reason),
+        None => Rbac::refusal_as(&Identity::default().username(), attrs, reason),
     }
 }

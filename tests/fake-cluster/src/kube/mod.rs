@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use regex::Regex;
 use serde_json::Value;
@@ -212,9 +212,21 @@ struct Inner {
     events: events::Events,
     requests: Vec<Recorded>,
     faults: Vec<ActiveFault>,
+    /// Until when, after an outage, every resource request is refused 403: a restarted
+    /// kube-apiserver serves before its RBAC authorizer has loaded the roles (REAL-SERVER.md).
+    rbac_unsynced_until: Option<Instant>,
 }
 
+/// How long the fake refuses resource requests after an outage. The real server did for up
+/// to a few seconds on 2 loaded cores; a shorter spell keeps the tests quick.
+pub const RBAC_UNSYNCED_AFTER_OUTAGE: Duration = Duration::from_secs(2);
+
 impl Inner {
+    fn rbac_unsynced(&self) -> bool {
+        self.rbac_unsynced_until
+            .is_some_and(|until| Instant::now() < until)
+    }
+
     /// The first fault rule matching the request, counted down.
     fn take_fault(&mut self, method: &str, path: &str) -> Option<FaultOutcome> {
         let i = self.faults.iter().position(|f| {
@@ -380,7 +392,10 @@ impl FakeClusterBuilder {
             .with_state(Arc::clone(&shared));
         let thread = std::thread::Builder::new()
             .name(format!("fake-cluster-{port}"))
-            .spawn(move || serve(listener, app, port, commands))
+            .spawn({
+                let shared = Arc::clone(&shared);
+                move || serve(listener, app, port, commands, &shared)
+            })
             .expect("fake cluster: spawning the server thread");
         FakeCluster {
             shared,
@@ -410,6 +425,7 @@ fn serve(
     app: axum::Router,
     port: u16,
     mut commands: mpsc::UnboundedReceiver<Command>,
+    shared: &Shared,
 ) {
     let mut listener = Some(listener);
     loop {
@@ -442,6 +458,8 @@ fn serve(
             Command::Outage { duration, down } => {
                 let _ = down.send(());
                 std::thread::sleep(duration);
+                shared.lock().rbac_unsynced_until =
+                    Some(Instant::now() + RBAC_UNSYNCED_AFTER_OUTAGE);
             }
         }
     }
@@ -695,8 +713,10 @@ users:
     }
     /// An API server outage (a restart, a load balancer failing over): the listener and every
     /// open connection are closed, so connecting is refused and requests in flight are cut;
-    /// after `duration` the server listens on the same port again, its state as it was.
-    /// Returns once nothing listens any more.
+    /// after `duration` the server listens on the same port again, its state as it was, but
+    /// for [`RBAC_UNSYNCED_AFTER_OUTAGE`] refuses every resource request 403 Forbidden, as a
+    /// restarted kube-apiserver does before its RBAC authorizer has loaded the roles
+    /// (REAL-SERVER.md). Returns once nothing listens any more.
     ///
     /// Panics when the server thread is gone.
     pub fn outage(&self, duration: Duration) {

@@ -264,6 +264,12 @@ impl Rbac {
     /// The reason part of the filter's 403: `User "..." cannot VERB resource "R" in API
     /// group "" ...`, with the authorizer's reason after a colon when it gave one.
     pub fn refusal(&self, a: &Attributes<'_>, reason: &str) -> String {
+        Self::refusal_as(&self.user, a, reason)
+    }
+
+    /// The same for `user`, when no roles are loaded to name one (a server just back from an
+    /// outage refuses everyone).
+    pub fn refusal_as(user: &str, a: &Attributes<'_>, reason: &str) -> String {
         let scope = if a.namespace.is_empty() {
             "at the cluster scope".to_owned()
         } else {
@@ -271,7 +277,7 @@ impl Rbac {
         };
         let message = format!(
             "User \"{}\" cannot {} resource \"{}\" in API group \"{}\" {scope}",
-            self.user, a.verb, a.resource, a.group
+            user, a.verb, a.resource, a.group
         );
         if reason.is_empty() {
             message

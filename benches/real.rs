@@ -1,0 +1,288 @@
+//! `cargo bench --bench real`: ecr-refresh and the loops it replaces, on one fresh real
+//! kube-apiserver and etcd (tests/control-plane, binaries from `KUBEBUILDER_ASSETS`).
+//!
+//! N namespaces (`REAL_NAMESPACES`, default 1,000; 10,000 takes about ten times as long), in
+//! this order on the same server:
+//! 1. ecr-refresh creating every Secret (no readers: there is nothing to read yet);
+//! 2. ecr-refresh updating every Secret with a new token;
+//! 3. ecr-refresh with `ECR_REFRESH_RENEW_BEFORE=8h`, nothing due;
+//! 4. the seed's cron loop, `kubectl delete secret --ignore-not-found` then `kubectl create
+//!    secret docker-registry`, namespace after namespace;
+//! 5. the seed's fix, `kubectl create secret docker-registry --dry-run=client -o yaml |
+//!    kubectl apply -f -`, over the Secrets the loop made.
+//!
+//! The kubectl loops run `REAL_KUBECTL_PARALLEL` namespaces at a time (default 4: serially,
+//! 1,000 namespaces of two kubectl processes each take many minutes on 2 shared cores); each
+//! worker takes the namespaces in the script's order.
+//!
+//! During 2 to 5, readers in 20 namespaces GET the Secret in a tight loop and WATCH it, and
+//! count 404s, DELETED events and uid changes. Requests are the server's own
+//! `apiserver_request_total` from /metrics before and after, less the readers' (counted by
+//! them) and the scrape's; peak RSS is GNU time's (`/usr/bin/time`, needed); etcd's size is
+//! its own `etcd_mvcc_db_total_size_in_bytes` (and `…_in_use_…`) after each run.
+
+#[path = "../tests/common/real_scale.rs"]
+mod real;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use real::{Readers, Real, Requests, Seen, gnu_time};
+
+const READERS: usize = 20;
+
+struct Row {
+    name: String,
+    wall: Duration,
+    requests: Requests,
+    peak_rss_kb: u64,
+    etcd: (u64, u64),
+    seen: Option<Seen>,
+    n: usize,
+}
+
+impl Row {
+    /// Requests on the namespaces' Secrets per namespace (list pages and discovery apart).
+    fn secret_requests_per_namespace(&self) -> f64 {
+        let secrets: u64 = self
+            .requests
+            .0
+            .iter()
+            .filter(|((_, r), _)| r == "secrets")
+            .map(|(_, v)| v)
+            .sum();
+        secrets as f64 / self.n as f64
+    }
+}
+
+fn main() {
+    let n: usize = std::env::var("REAL_NAMESPACES").map_or(1_000, |v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("REAL_NAMESPACES: {v:?} is not a count; e.g. 1000"))
+    });
+    let parallel: usize = std::env::var("REAL_KUBECTL_PARALLEL").map_or(4, |v| {
+        v.parse()
+            .ok()
+            .filter(|&p| p > 0)
+            .unwrap_or_else(|| panic!("REAL_KUBECTL_PARALLEL: {v:?} is not a count above 0"))
+    });
+    gnu_time();
+    let started = Instant::now();
+    let real = Real::start(n);
+    println!(
+        "ecr-refresh real-server bench: {n} namespaces, {} cores, load average {} at the start, kube-apiserver {}, kubectl loops {parallel} at a time",
+        std::thread::available_parallelism().map_or(0, |c| c.get()),
+        loadavg(),
+        real.cp.version(),
+    );
+    println!(
+        "set up in {:.1?} (control plane, RBAC, {n} namespaces)\n",
+        started.elapsed()
+    );
+    let watched: Vec<String> = real.namespaces.iter().take(READERS).cloned().collect();
+    let mut rows = Vec::new();
+
+    rows.push(phase(&real, "ecr-refresh create", None, || {
+        ecr_refresh(&real, &[])
+    }));
+    check_passwords(&real, &last_issued(&real));
+    rows.push(phase(&real, "ecr-refresh update", Some(&watched), || {
+        ecr_refresh(&real, &[])
+    }));
+    check_passwords(&real, &last_issued(&real));
+    let calls = real.ecr.calls().len();
+    rows.push(phase(
+        &real,
+        "ecr-refresh RENEW_BEFORE=8h, nothing due",
+        Some(&watched),
+        || ecr_refresh(&real, &[("ECR_REFRESH_RENEW_BEFORE", "8h")]),
+    ));
+    assert_eq!(real.ecr.calls().len(), calls, "nothing due: no ECR call");
+    rows.push(phase(
+        &real,
+        "1: kubectl delete; kubectl create",
+        Some(&watched),
+        || kubectl_loop(&real, parallel, "pw-loop-1", Real::delete_and_create),
+    ));
+    check_passwords(&real, "pw-loop-1");
+    rows.push(phase(
+        &real,
+        "2: kubectl create --dry-run | kubectl apply",
+        Some(&watched),
+        || kubectl_loop(&real, parallel, "pw-loop-2", Real::create_apply),
+    ));
+    check_passwords(&real, "pw-loop-2");
+
+    print_table(&rows, n);
+    println!(
+        "\nwhole bench: {:.1?}; load average {} at the end",
+        started.elapsed(),
+        loadavg()
+    );
+}
+
+/// One run: metrics and etcd before, readers on (if any), the run, readers off, metrics after.
+fn phase(real: &Real, name: &str, watched: Option<&[String]>, run: impl FnOnce() -> u64) -> Row {
+    let readers = watched.map(|w| Readers::start(real.cp.admin_kubeconfig(), w));
+    let before = real.requests();
+    let started = Instant::now();
+    let peak_rss_kb = run();
+    let wall = started.elapsed();
+    let seen = readers.map(|r| {
+        let mut total = Seen::default();
+        for (_, s) in r.stop() {
+            total.add(&s);
+        }
+        total
+    });
+    let mut requests = real.requests().since(&before);
+    // The scrape before is counted in the one after.
+    requests.take_off("GET", "", 1);
+    if let Some(s) = &seen {
+        requests.take_off("GET", "secrets", s.reads);
+        requests.take_off("LIST", "secrets", s.lists);
+        requests.take_off("WATCH", "secrets", s.watches);
+    }
+    let etcd = real.etcd_db_size();
+    eprintln!(
+        "{name}: {:.1} s, {} requests ({}), peak RSS {} kB, etcd {} / {} bytes; readers {:?}",
+        wall.as_secs_f64(),
+        requests.total(),
+        requests.describe(),
+        peak_rss_kb,
+        etcd.0,
+        etcd.1,
+        seen
+    );
+    Row {
+        name: name.to_owned(),
+        wall,
+        requests,
+        peak_rss_kb,
+        etcd,
+        seen,
+        n: real.namespaces.len(),
+    }
+}
+
+/// The release binary under GNU time; its peak RSS, kB. It must exit 0.
+fn ecr_refresh(real: &Real, env: &[(&str, &str)]) -> u64 {
+    let binary = real.ecr_refresh(env);
+    let time_file = real.dir.path().join("time");
+    let mut command = Command::new(gnu_time());
+    command
+        .args(["-f", "%M", "-o"])
+        .arg(&time_file)
+        .arg(binary.get_program())
+        .env_clear();
+    for (k, v) in binary.get_envs() {
+        if let Some(v) = v {
+            command.env(k, v);
+        }
+    }
+    let output = command.output().expect("ecr-refresh runs");
+    assert!(
+        output.status.success(),
+        "ecr-refresh failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::read_to_string(&time_file)
+        .expect("GNU time's output")
+        .trim()
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("a peak RSS")
+}
+
+/// `each` over every namespace, `parallel` at a time; the largest kubectl peak RSS, kB.
+fn kubectl_loop(
+    real: &Real,
+    parallel: usize,
+    password: &str,
+    each: fn(&Real, &str, &str) -> real::Measured,
+) -> u64 {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let peak = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..parallel {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(ns) = real.namespaces.get(i) else {
+                        break;
+                    };
+                    let m = each(real, ns, password);
+                    peak.fetch_max(m.max_rss_kb, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    peak.into_inner()
+}
+
+fn last_issued(real: &Real) -> String {
+    real.ecr
+        .passwords_issued()
+        .last()
+        .cloned()
+        .expect("an ECR call")
+}
+
+/// Every namespace's Secret holds `password`.
+fn check_passwords(real: &Real, password: &str) {
+    let passwords = real.passwords();
+    assert_eq!(passwords.len(), real.namespaces.len(), "a Secret in each");
+    for (ns, pw) in passwords {
+        assert_eq!(pw, password, "{ns}");
+    }
+}
+
+fn print_table(rows: &[Row], n: usize) {
+    println!("\n## {n} namespaces, one fresh real kube-apiserver and etcd\n");
+    println!(
+        "| run | wall s | API requests | requests/ns (Secrets) | peak RSS MB | etcd DB MB (in use) | reads | 404s | DELETED | uid changes | wall vs 1 | vs 2 | requests vs 1 | vs 2 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let loop1 = &rows[3];
+    let loop2 = &rows[4];
+    for row in rows {
+        let (reads, missing, deleted, uids) = row.seen.as_ref().map_or_else(
+            || ("-".into(), "-".into(), "-".into(), "-".into()),
+            |s| {
+                (
+                    s.reads.to_string(),
+                    s.not_found.to_string(),
+                    s.deleted_events.to_string(),
+                    (s.read_uid_changes + s.watch_uid_changes).to_string(),
+                )
+            },
+        );
+        let wall = row.wall.as_secs_f64();
+        let requests = row.requests.total() as f64;
+        println!(
+            "| {} | {wall:.2} | {} | {:.3} | {:.1} | {:.1} ({:.1}) | {reads} | {missing} | {deleted} | {uids} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            row.name,
+            row.requests.total(),
+            row.secret_requests_per_namespace(),
+            row.peak_rss_kb as f64 / 1024.0,
+            row.etcd.0 as f64 / 1e6,
+            row.etcd.1 as f64 / 1e6,
+            wall / loop1.wall.as_secs_f64(),
+            wall / loop2.wall.as_secs_f64(),
+            requests / loop1.requests.total() as f64,
+            requests / loop2.requests.total() as f64,
+        );
+    }
+    println!("\nRequests by verb and resource:\n");
+    for row in rows {
+        println!("- {}: {}", row.name, row.requests.describe());
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
