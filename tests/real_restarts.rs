@@ -47,10 +47,7 @@ fn run_through(disrupt: impl FnOnce(&Real)) -> Outcome {
     assert_eq!(seeded.len(), NAMESPACES);
 
     let mut child = real
-        .ecr_refresh(&[
-            ("RUST_LOG", WITH_RETRIES),
-            ("ECR_REFRESH_CONCURRENCY", "4"),
-        ])
+        .ecr_refresh(&[("RUST_LOG", WITH_RETRIES), ("ECR_REFRESH_CONCURRENCY", "4")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -123,7 +120,11 @@ impl Outcome {
                 let shape: String = e
                     .split(' ')
                     .map(|w| {
-                        if w.contains("ns-") || w.chars().any(|c| c.is_ascii_digit()) && !w.starts_with("HTTP") && w.len() > 3 {
+                        if w.contains("ns-")
+                            || w.chars().any(|c| c.is_ascii_digit())
+                                && !w.starts_with("HTTP")
+                                && w.len() > 3
+                        {
                             "…"
                         } else {
                             w
@@ -131,9 +132,17 @@ impl Outcome {
                     })
                     .collect::<Vec<_>>()
                     .join(" ");
-                let what = if l["outcome"] == "failed" { "failed" } else { "retrying" };
+                let what = if l["outcome"] == "failed" {
+                    "failed"
+                } else {
+                    "retrying"
+                };
                 *answers
-                    .entry(format!("{what} {} ({})", shape, l["request"].as_str().unwrap_or("-")))
+                    .entry(format!(
+                        "{what} {} ({})",
+                        shape,
+                        l["request"].as_str().unwrap_or("-")
+                    ))
                     .or_insert(0) += 1;
             }
         }
@@ -154,7 +163,12 @@ impl Outcome {
     /// deleted or made twice); returns the outcome of each.
     fn checked(&self) -> BTreeMap<String, String> {
         let by = outcome_lines(&self.lines);
-        let all = self.lines.iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
+        let all = self
+            .lines
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
         assert_eq!(by.len(), NAMESPACES, "a line for every namespace:\n{all}");
         for (ns, lines) in &by {
             assert_eq!(lines.len(), 1, "one line for {ns}: {lines:?}");
@@ -207,7 +221,10 @@ fn apiserver_stopped_mid_run_and_started_5s_later_every_namespace_is_updated_in_
     let outcome = run_through(|real| {
         let stopping = Instant::now();
         real.cp.stop_apiserver();
-        eprintln!("kube-apiserver shut down in {:.1?} after SIGTERM", stopping.elapsed());
+        eprintln!(
+            "kube-apiserver shut down in {:.1?} after SIGTERM",
+            stopping.elapsed()
+        );
         std::thread::sleep(Duration::from_secs(5));
         real.cp.start_apiserver();
     });
@@ -259,5 +276,8 @@ fn etcd_stopped_for_5s_mid_run_every_namespace_is_updated_or_clearly_failed_and_
         if failed == 0 { 0 } else { 1 },
         "exit code with {failed} failed"
     );
-    eprintln!("etcd stopped for 5 s: {failed} failed, {} updated", NAMESPACES - failed);
+    eprintln!(
+        "etcd stopped for 5 s: {failed} failed, {} updated",
+        NAMESPACES - failed
+    );
 }

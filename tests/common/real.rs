@@ -172,14 +172,8 @@ impl Real {
 
     /// The seed's cron loop for one namespace, as its script runs it: delete, then create.
     pub fn delete_and_create(&self, ns: &str, password: &str) -> Measured {
-        let mut delete = self.timed_kubectl(&[
-            "delete",
-            "secret",
-            "--ignore-not-found",
-            SECRET,
-            "-n",
-            ns,
-        ]);
+        let mut delete =
+            self.timed_kubectl(&["delete", "secret", "--ignore-not-found", SECRET, "-n", ns]);
         let deleted = delete.output().expect("kubectl runs");
         check(&deleted, "kubectl delete", ns);
         let mut create = self.timed_kubectl(&self.create_args(ns, password, false));
@@ -234,7 +228,9 @@ impl Real {
     fn timed_kubectl<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Command {
         let kubectl = self.cp.kubectl();
         let mut command = Command::new(gnu_time());
-        command.args(["-f", "TIME %M %e", "--"]).arg(kubectl.get_program());
+        command
+            .args(["-f", "TIME %M %e", "--"])
+            .arg(kubectl.get_program());
         for (k, v) in kubectl.get_envs() {
             if let Some(v) = v {
                 command.env(k, v);
@@ -261,8 +257,7 @@ impl Real {
             text.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
                 .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or_else(|| panic!("etcd's /metrics has no {name}"))
-                as u64
+                .unwrap_or_else(|| panic!("etcd's /metrics has no {name}")) as u64
         };
         (
             value("etcd_mvcc_db_total_size_in_bytes"),
@@ -346,9 +341,7 @@ impl Requests {
                     .unwrap_or_default()
             };
             let value: f64 = value.trim().parse().unwrap_or(0.0);
-            *sums
-                .entry((label("verb"), label("resource")))
-                .or_insert(0) += value as u64;
+            *sums.entry((label("verb"), label("resource"))).or_insert(0) += value as u64;
         }
         Self(sums)
     }
@@ -368,6 +361,18 @@ impl Requests {
         self.0.values().sum()
     }
 
+    /// Only what the tools measured here send: Secrets, namespaces, and non-resource paths
+    /// (discovery, OpenAPI, /version). kube-apiserver's own traffic (lease renewals, its
+    /// informers' re-watches) is left out.
+    pub fn ours(self) -> Self {
+        Self(
+            self.0
+                .into_iter()
+                .filter(|((_, r), _)| matches!(r.as_str(), "secrets" | "namespaces" | ""))
+                .collect(),
+        )
+    }
+
     pub fn get(&self, verb: &str, resource: &str) -> u64 {
         self.0
             .get(&(verb.to_owned(), resource.to_owned()))
@@ -377,7 +382,10 @@ impl Requests {
 
     /// Takes `n` off (verb, resource): requests others made (the readers, the scrape).
     pub fn take_off(&mut self, verb: &str, resource: &str, n: u64) {
-        let entry = self.0.entry((verb.to_owned(), resource.to_owned())).or_insert(0);
+        let entry = self
+            .0
+            .entry((verb.to_owned(), resource.to_owned()))
+            .or_insert(0);
         *entry = entry.saturating_sub(n);
         self.0.retain(|_, v| *v > 0);
     }

@@ -1524,7 +1524,9 @@ fn an_outage_refuses_connections_then_the_server_comes_back_with_its_state() {
     let message = refused.body["message"].as_str().unwrap();
     assert!(
         message.starts_with("secrets \"s\" is forbidden: User ")
-            && message.contains("cannot get resource \"secrets\" in API group \"\" in the namespace \"a\""),
+            && message.contains(
+                "cannot get resource \"secrets\" in API group \"\" in the namespace \"a\""
+            ),
         "{message}"
     );
     std::thread::sleep(fake_cluster::kube::RBAC_UNSYNCED_AFTER_OUTAGE);

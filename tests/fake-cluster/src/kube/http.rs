@@ -246,14 +246,15 @@ impl Shared {
             namespace,
             name,
         };
-        rbac.map_or(Err(String::new()), |r| r.authorize(&attrs)).map_err(|reason| {
-            status::forbidden(
-                resource.plural(),
-                name,
-                &Rbac::refusal(&attrs, &reason),
-                Vec::new(),
-            )
-        })
+        rbac.map_or(Err(String::new()), |r| r.authorize(&attrs))
+            .map_err(|reason| {
+                status::forbidden(
+                    resource.plural(),
+                    name,
+                    &Rbac::refusal(&attrs, &reason),
+                    Vec::new(),
+                )
+            })
     }
 
     fn authorize_events(
@@ -279,24 +280,25 @@ impl Shared {
             namespace,
             name,
         };
-        rbac.map_or(Err(String::new()), |r| r.authorize(&attrs)).map_err(|reason| {
-            let qualified = match api {
-                EventApi::Core => "events".to_owned(),
-                EventApi::Events => format!("events.{}", events::GROUP),
-            };
-            let mut e = status::forbidden(
-                &qualified,
-                name,
-                &Rbac::refusal(&attrs, &reason),
-                Vec::new(),
-            );
-            // Details name the group and the plain resource, as NewForbidden does.
-            e.body["details"]["kind"] = json!("events");
-            if api == EventApi::Events {
-                e.body["details"]["group"] = json!(events::GROUP);
-            }
-            e
-        })
+        rbac.map_or(Err(String::new()), |r| r.authorize(&attrs))
+            .map_err(|reason| {
+                let qualified = match api {
+                    EventApi::Core => "events".to_owned(),
+                    EventApi::Events => format!("events.{}", events::GROUP),
+                };
+                let mut e = status::forbidden(
+                    &qualified,
+                    name,
+                    &Rbac::refusal(&attrs, &reason),
+                    Vec::new(),
+                );
+                // Details name the group and the plain resource, as NewForbidden does.
+                e.body["details"]["kind"] = json!("events");
+                if api == EventApi::Events {
+                    e.body["details"]["group"] = json!(events::GROUP);
+                }
+                e
+            })
     }
 
     /// Serves Events (events.rs) under the lock.
