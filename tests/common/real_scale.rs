@@ -361,6 +361,18 @@ impl Requests {
         self.0.values().sum()
     }
 
+    /// Only what the tools measured here send: Secrets, namespaces, and non-resource paths
+    /// (discovery, OpenAPI, /version). kube-apiserver's own traffic (lease renewals, its
+    /// informers' re-watches) is left out.
+    pub fn ours(self) -> Self {
+        Self(
+            self.0
+                .into_iter()
+                .filter(|((_, r), _)| matches!(r.as_str(), "secrets" | "namespaces" | ""))
+                .collect(),
+        )
+    }
+
     pub fn get(&self, verb: &str, resource: &str) -> u64 {
         self.0
             .get(&(verb.to_owned(), resource.to_owned()))
