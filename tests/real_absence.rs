@@ -48,6 +48,14 @@ fn readers_never_miss_the_secret_while_ecr_refresh_runs_and_do_while_delete_and_
         );
         runs += 1;
     }
+    // The last run's writes reach the watches a moment after it exits: wait for them (bounded)
+    // before counting, or a slow watch would look like one that missed a write.
+    let settle = Instant::now();
+    while readers.seen().iter().any(|(_, s)| s.watch_events < runs)
+        && settle.elapsed() < Duration::from_secs(15)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let ours = readers.stop();
     let mut total = real::Seen::default();
     for (ns, seen) in &ours {
