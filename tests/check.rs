@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use common::manifests::{documents, render_component, yaml};
+use common::pushgateway::Gateway;
 use common::*;
 use fake_cluster::{FakeCluster, Resource};
 use serde_json::{Value, json};
@@ -634,4 +635,89 @@ fn a_login_the_registry_refuses_is_reported_with_its_answer_and_the_token_is_nev
     );
     assert!(!run.stdout.contains("the-token-in-the-secret"));
     assert!(!run.stdout.contains(&b64("AWS:the-token-in-the-secret")));
+}
+
+#[test]
+fn a_check_pushes_its_whole_answer_under_its_own_job_and_leaves_the_refreshs_metrics_alone() {
+    const JOB: &str = "ecr-refresh-check";
+    let gateway = Gateway::start();
+    let url = gateway.url();
+    let h = Harness::new();
+    h.namespaces(&["team-a", "team-b"]);
+    let pushing = |namespaces: &'static str| {
+        [
+            ("ECR_REFRESH_PUSHGATEWAY_URL", url.clone()),
+            (
+                "ECR_REFRESH_PUSHGATEWAY_LABELS",
+                "cluster=prod-eu".to_owned(),
+            ),
+            ("ECR_REFRESH_NAMESPACES", namespaces.to_owned()),
+        ]
+    };
+    let run_with = |pairs: [(&'static str, String); 3], check_mode: bool| {
+        let env: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        if check_mode {
+            check(&h, &env)
+        } else {
+            h.run(&env)
+        }
+    };
+    let cluster = [("cluster", "prod-eu")];
+
+    run_with(pushing("team-b"), false).expect_code(0);
+    let success = gateway
+        .value("ecr_refresh_last_success_timestamp_seconds", &cluster)
+        .expect("the refresh pushed its success time");
+
+    run_with(pushing("team-*"), true).expect_code(1);
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        let mut all = cluster.to_vec();
+        all.extend_from_slice(labels);
+        gateway.value_of_job(JOB, name, &all)
+    };
+    assert_eq!(
+        value("ecr_refresh_check_last_run_exit_code", &[]),
+        Some(1.0)
+    );
+    assert_eq!(value("ecr_refresh_check_namespaces", &[]), Some(2.0));
+    assert_eq!(
+        value("ecr_refresh_check_namespaces_with_findings", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value("ecr_refresh_check_findings", &[("kind", "secret-missing")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value("ecr_refresh_check_findings", &[("kind", "wrong-type")]),
+        Some(0.0),
+        "every kind is pushed, so an alert on one sees it go back to 0"
+    );
+    assert_eq!(
+        gateway.value("ecr_refresh_last_success_timestamp_seconds", &cluster),
+        Some(success),
+        "a check leaves the refresh's group alone"
+    );
+    assert!(
+        gateway
+            .of_job(JOB, "ecr_refresh_last_success_timestamp_seconds")
+            .is_empty(),
+        "a check pushes no refresh metric"
+    );
+
+    // Once the refresh has written team-a too, the next check's answer replaces the last.
+    run_with(pushing("team-*"), false).expect_code(0);
+    run_with(pushing("team-*"), true).expect_code(0);
+    assert_eq!(
+        value("ecr_refresh_check_last_run_exit_code", &[]),
+        Some(0.0)
+    );
+    assert_eq!(
+        value("ecr_refresh_check_namespaces_with_findings", &[]),
+        Some(0.0)
+    );
+    assert_eq!(
+        value("ecr_refresh_check_findings", &[("kind", "secret-missing")]),
+        Some(0.0)
+    );
 }

@@ -82,7 +82,7 @@ pub fn kustomization(root: &Path, variant: &str, with_service_accounts: bool) ->
 }
 
 /// The same with an overlay's own lines (`fields`) and one component of manifests/components.
-fn kustomization_with(
+pub fn kustomization_with(
     root: &Path,
     variant: &str,
     fields: &str,

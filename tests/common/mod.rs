@@ -8,6 +8,7 @@
 pub mod attacks;
 pub mod manifests;
 pub mod proxy;
+pub mod pushgateway;
 pub mod real;
 pub mod registry;
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use control_plane::ControlPlane;
 use serde_json::{Value, json};
 
-use super::manifests::{documents, kustomization, yaml};
+use super::manifests::{documents, kustomization_with, yaml};
 use super::proxy::Proxy;
 use super::{Binary, Run};
 
@@ -145,7 +145,24 @@ pub fn install(
     variant: &str,
     with_service_accounts: bool,
 ) -> Vec<Value> {
-    let dir = kustomization(root, variant, with_service_accounts);
+    install_with(
+        cp,
+        program,
+        root,
+        variant,
+        with_service_accounts.then_some("service-accounts"),
+    )
+}
+
+/// [`install`] with one component of manifests/components (or none).
+pub fn install_with(
+    cp: &ControlPlane,
+    program: &Path,
+    root: &Path,
+    variant: &str,
+    component: Option<&str>,
+) -> Vec<Value> {
+    let dir = kustomization_with(root, variant, "", component);
     let admin = cp.admin_kubeconfig();
     let rendered = documents(&ok(
         kubectl(cp, program, admin).arg("kustomize").arg(&dir),
