@@ -603,6 +603,37 @@ fn another_release_name_renames_every_object_and_the_policy_binding() {
 }
 
 #[test]
+fn the_policy_holds_the_service_accounts_granted_subject_to_for_the_releases_secret_name_only() {
+    // Two releases writing Secrets of different names: each policy asks `subject-to` for
+    // its own name, and each release's ClusterRole grants only that one, so neither policy
+    // holds the other release's ServiceAccount (tests/real_admission.rs shows it on a real
+    // server for two kustomize installs).
+    for (release, fullname, secret) in [
+        ("ecr-refresh", "ecr-refresh", "aws-ecr-token"),
+        ("team", "team-ecr-refresh", "team-pull"),
+    ] {
+        let docs = render_as(release, "tools", &json!({"secretName": secret}));
+        let role = named(&docs, "ClusterRole", &format!("{fullname}-admission"));
+        assert_eq!(
+            role["rules"],
+            json!([{"apiGroups": ["ecr-refresh"], "resources": ["admission-policy"],
+                    "resourceNames": [secret], "verbs": ["subject-to"]}]),
+            "{release}"
+        );
+        let policy = one(&docs, "ValidatingAdmissionPolicy");
+        let condition = policy["spec"]["matchConditions"][0]["expression"]
+            .as_str()
+            .unwrap();
+        assert!(
+            condition.contains(&format!(
+                "resource('admission-policy').name('{secret}').check('subject-to')"
+            )),
+            "{release}: {condition}"
+        );
+    }
+}
+
+#[test]
 fn the_first_run_hook_job_is_a_run_of_the_cronjob_deleted_when_done() {
     let docs = render(&json!({"firstRun": {"enabled": true}}));
     let job = one(&docs, "Job");

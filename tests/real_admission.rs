@@ -15,12 +15,12 @@ mod common;
 use common::attacks::{OPAQUE_UPDATE, WIDE_RBAC, attacks, opaque_under_our_name, target_objects};
 use common::manifests::copy;
 use common::real::{
-    SERVICE_ACCOUNT, admin, create, denied_by_policy, eventually, get, install, message, send,
-    wait_until_enforced,
+    RealHarness, SERVICE_ACCOUNT, admin, create, denied_by_policy, eventually, get, install,
+    install_with, message, namespaces, send, wait_until_enforced, wait_until_enforced_for,
 };
 use common::*;
 use control_plane::ControlPlane;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The attack targets as another user left them, created by the admin.
 fn seed(cp: &ControlPlane, targets: (&str, &str)) {
@@ -169,4 +169,81 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
         get(cp, "secret", "victim-0", SECRET).unwrap()["type"],
         "kubernetes.io/service-account-token"
     );
+}
+
+/// Two installs side by side, as a platform team runs one per Secret name: manifests/ as
+/// shipped, and a copy writing `team-pull` through an overlay with `namespace: platform`
+/// and `namePrefix: b-`. Each ServiceAccount writes its own Secret in the same namespace,
+/// and each is held by its own install's policy only: the other's Secret name is refused
+/// to it by its own policy.
+#[test]
+fn two_installs_writing_secrets_of_different_names_are_each_held_by_their_own_policy_only() {
+    let cp = ControlPlane::start();
+    let kubectl = cp.assets().join("kubectl");
+    let shipped = copy();
+    install(&cp, &kubectl, &shipped.path().join("manifests"), "", false);
+    let second = copy();
+    let root = second.path().join("manifests");
+    let cronjob = root.join("base/cronjob.yaml");
+    let text = std::fs::read_to_string(&cronjob).expect("the CronJob");
+    assert!(text.contains("value: aws-ecr-token"));
+    write(
+        &cronjob,
+        &text.replace("value: aws-ecr-token", "value: team-pull"),
+    );
+    install_with(
+        &cp,
+        &kubectl,
+        &root,
+        "",
+        "namespace: platform\nnamePrefix: b-",
+        None,
+    );
+    let b = ("platform", "b-ecr-refresh");
+    namespaces(&cp, &["team-x", "team-y"]);
+    wait_until_enforced(&cp, "team-y");
+    wait_until_enforced_for(&cp, "team-y", b, "team-pull");
+
+    let run = RealHarness::new(&cp).run(&[("ECR_REFRESH_NAMESPACES", "team-x")]);
+    run.expect_code(0);
+    assert_eq!(run.outcome("team-x"), "created", "{}", run.stdout);
+    let run = RealHarness::as_account(&cp, b).run(&[
+        ("ECR_REFRESH_NAMESPACES", "team-x"),
+        ("ECR_REFRESH_SECRET_NAME", "team-pull"),
+    ]);
+    run.expect_code(0);
+    assert_eq!(
+        run.outcome("team-x"),
+        "created",
+        "the second install's run, not held by the first's policy: {}",
+        run.stdout
+    );
+    for name in [SECRET, "team-pull"] {
+        assert!(get(&cp, "secret", "team-x", name).is_some(), "{name}");
+    }
+
+    for ((namespace, account), policy, theirs, ours) in [
+        (SERVICE_ACCOUNT, "ecr-refresh", "team-pull", SECRET),
+        (b, "b-ecr-refresh", SECRET, "team-pull"),
+    ] {
+        let token = cp.service_account_token(namespace, account);
+        let pull_secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": theirs}, "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": b64(r#"{"auths":{}}"#)}});
+        let (status, body) = send(
+            &cp,
+            &token,
+            "POST",
+            "/api/v1/namespaces/team-y/secrets?dryRun=All",
+            "application/json",
+            &pull_secret,
+        );
+        assert_eq!(status, 403, "{account} creating {theirs}: {body}");
+        assert!(
+            message(&body).contains(&format!(
+                ": ValidatingAdmissionPolicy '{policy}' with binding"
+            )) && message(&body).contains(&format!("may only write the Secret named {ours}")),
+            "{account} creating {theirs}, refused by its own install's policy: {body}"
+        );
+    }
 }

@@ -24,7 +24,7 @@ const OTHER: &str = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
 fn install(cp: &ControlPlane, component: Option<&str>) {
     let manifests = copy();
     let root = manifests.path().join("manifests");
-    install_with(cp, &cp.assets().join("kubectl"), &root, "", component);
+    install_with(cp, &cp.assets().join("kubectl"), &root, "", "", component);
     wait_until_enforced(cp, "default");
 }
 

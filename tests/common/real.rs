@@ -150,19 +150,22 @@ pub fn install(
         program,
         root,
         variant,
+        "",
         with_service_accounts.then_some("service-accounts"),
     )
 }
 
-/// [`install`] with one component of manifests/components (or none).
+/// [`install`] through an overlay with its own lines (`fields`, such as `namePrefix: b-`)
+/// and one component of manifests/components (or none).
 pub fn install_with(
     cp: &ControlPlane,
     program: &Path,
     root: &Path,
     variant: &str,
+    fields: &str,
     component: Option<&str>,
 ) -> Vec<Value> {
-    let dir = kustomization_with(root, variant, "", component);
+    let dir = kustomization_with(root, variant, fields, component);
     let admin = cp.admin_kubeconfig();
     let rendered = documents(&ok(
         kubectl(cp, program, admin).arg("kustomize").arg(&dir),
@@ -278,9 +281,20 @@ pub fn denied_by_policy(body: &Value) -> bool {
 /// Until the policy refuses ecr-refresh's ServiceAccount a Secret of another type (a dry
 /// run, so nothing is stored): the server's informers have the policy and binding.
 pub fn wait_until_enforced(cp: &ControlPlane, namespace: &str) {
-    let token = cp.service_account_token(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1);
+    wait_until_enforced_for(cp, namespace, SERVICE_ACCOUNT, super::SECRET);
+}
+
+/// The same for the install whose ServiceAccount is `(account namespace, name)` and whose
+/// Secret is `secret`.
+pub fn wait_until_enforced_for(
+    cp: &ControlPlane,
+    namespace: &str,
+    (account_namespace, account): (&str, &str),
+    secret: &str,
+) {
+    let token = cp.service_account_token(account_namespace, account);
     let probe = json!({ "apiVersion": "v1", "kind": "Secret",
-        "metadata": { "name": super::SECRET }, "type": "Opaque" });
+        "metadata": { "name": secret }, "type": "Opaque" });
     let path = format!("/api/v1/namespaces/{namespace}/secrets?dryRun=All");
     eventually("the policy in force", || {
         let (status, body) = send(cp, &token, "POST", &path, "application/json", &probe);
@@ -340,8 +354,12 @@ impl std::ops::Deref for RealHarness<'_> {
 impl<'a> RealHarness<'a> {
     /// The ServiceAccount must exist (the manifests make it).
     pub fn new(cp: &'a ControlPlane) -> Self {
+        Self::as_account(cp, SERVICE_ACCOUNT)
+    }
+
+    /// As the ServiceAccount `(namespace, name)` another install made.
+    pub fn as_account(cp: &'a ControlPlane, (namespace, name): (&str, &str)) -> Self {
         let proxy = Proxy::start(&cp.server_url(), &cp.ca_pem());
-        let (namespace, name) = SERVICE_ACCOUNT;
         let token = cp.service_account_token(namespace, name);
         let user = format!("system:serviceaccount:{namespace}:{name}");
         let binary = Binary::new(|dir| {
