@@ -76,23 +76,6 @@ fn wire_default(h: &Harness, ns: &str) {
     );
 }
 
-fn kinds(run: &Run, ns: &str) -> Vec<String> {
-    run.line(ns)["finding_kinds"]
-        .as_str()
-        .unwrap_or_default()
-        .split(',')
-        .filter(|k| !k.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-fn findings(run: &Run, ns: &str) -> String {
-    run.line(ns)["findings"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// No request but GET since the `from`th.
 fn no_writes(h: &Harness, from: usize) {
     let writes: Vec<String> = h
@@ -155,8 +138,8 @@ fn a_missing_secret_is_reported_and_the_check_exits_1_naming_it_in_the_terminati
     let run = check(&h, &[]);
 
     run.expect_code(1);
-    assert_eq!(kinds(&run, "team-a"), ["secret-missing"]);
-    assert_eq!(findings(&run, "team-a"), "Secret missing");
+    assert_eq!(run.finding_kinds("team-a"), ["secret-missing"]);
+    assert_eq!(run.findings("team-a"), "Secret missing");
     assert_eq!(run.outcome("team-b"), "ok");
     let message: Value =
         serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
@@ -180,9 +163,9 @@ fn a_secret_of_another_type_is_reported() {
     let run = check(&h, &[]);
 
     run.expect_code(1);
-    assert_eq!(kinds(&run, "team-a"), ["wrong-type"]);
+    assert_eq!(run.finding_kinds("team-a"), ["wrong-type"]);
     assert_eq!(
-        findings(&run, "team-a"),
+        run.findings("team-a"),
         "wrong type: Opaque, not kubernetes.io/dockerconfigjson"
     );
 }
@@ -201,7 +184,7 @@ fn an_unreadable_docker_config_is_reported_without_quoting_it() {
     let run = check(&h, &[]);
 
     run.expect_code(1);
-    assert_eq!(kinds(&run, "team-a"), ["unreadable"]);
+    assert_eq!(run.finding_kinds("team-a"), ["unreadable"]);
     assert!(!run.stdout.contains("hunter2"), "{}", run.stdout);
 }
 
@@ -225,9 +208,12 @@ fn an_expired_secret_is_reported_expired_and_one_inside_renew_before_as_expiring
     let run = check(&h, &[("ECR_REFRESH_RENEW_BEFORE", "1h")]);
 
     run.expect_code(1);
-    assert_eq!(kinds(&run, "team-a"), ["expired"]);
-    assert!(findings(&run, "team-a").starts_with("expired: its token expired at "));
-    assert_eq!(kinds(&run, "team-b"), ["expires-soon"]);
+    assert_eq!(run.finding_kinds("team-a"), ["expired"]);
+    assert!(
+        run.findings("team-a")
+            .starts_with("expired: its token expired at ")
+    );
+    assert_eq!(run.finding_kinds("team-b"), ["expires-soon"]);
 }
 
 #[test]
@@ -244,7 +230,7 @@ fn a_host_without_an_entry_is_reported_and_with_dual_stack_on_its_twin_too() {
 
     run.expect_code(1);
     assert_eq!(
-        findings(&run, "team-a"),
+        run.findings("team-a"),
         format!(
             "no entry for registry {OTHER}; no entry for registry {TWIN}; no entry for registry 210987654321.dkr-ecr.eu-west-1.on.aws"
         )
@@ -261,9 +247,9 @@ fn a_dual_stack_image_with_dual_stack_off_is_an_ecr_registry_not_covered() {
     let run = check(&h, &[]);
 
     run.expect_code(1);
-    assert_eq!(kinds(&run, "team-a"), ["registry-not-covered"]);
+    assert_eq!(run.finding_kinds("team-a"), ["registry-not-covered"]);
     assert_eq!(
-        findings(&run, "team-a"),
+        run.findings("team-a"),
         format!(
             "ECR registry not covered: {TWIN}, used by pod api-1; its IPv4 host is managed but \
              ECR_REFRESH_DUAL_STACK is off: set it to true"
@@ -288,7 +274,7 @@ fn a_pod_on_a_registry_we_do_not_manage_is_reported_not_covered_naming_the_host(
     let run = check(&h, &[]);
 
     run.expect_code(1);
-    let text = findings(&run, "team-a");
+    let text = run.findings("team-a");
     assert!(
         text.contains(&format!("ECR registry not covered: {OTHER}")),
         "{text}"
@@ -336,8 +322,8 @@ fn pods_whose_service_account_does_not_list_the_secret_are_not_wired_once_per_co
     let run = check(&h, &[]);
 
     run.expect_code(1);
-    assert_eq!(kinds(&run, "team-a"), ["not-wired", "not-wired"]);
-    let text = findings(&run, "team-a");
+    assert_eq!(run.finding_kinds("team-a"), ["not-wired", "not-wired"]);
+    let text = run.findings("team-a");
     assert!(
         text.contains(
             "not wired: ReplicaSet/web-5d8f (3 pods, e.g. web-5d8f-0), ServiceAccount default: \
@@ -372,17 +358,17 @@ fn a_pod_in_image_pull_back_off_is_explained_by_the_findings_or_none_of_the_abov
     let run = check(&h, &[]);
 
     run.expect_code(1);
-    assert_eq!(kinds(&run, "team-a"), ["not-wired", "pull-stuck"]);
+    assert_eq!(run.finding_kinds("team-a"), ["not-wired", "pull-stuck"]);
     assert!(
-        findings(&run, "team-a").contains(&format!(
+        run.findings("team-a").contains(&format!(
             "ImagePullBackOff: pod web-1 pulling {image}: explained by not-wired"
         )),
         "{}",
-        findings(&run, "team-a")
+        run.findings("team-a")
     );
-    assert_eq!(kinds(&run, "team-b"), ["pull-stuck"]);
+    assert_eq!(run.finding_kinds("team-b"), ["pull-stuck"]);
     assert_eq!(
-        findings(&run, "team-b"),
+        run.findings("team-b"),
         format!(
             "ImagePullBackOff: pod web-1 pulling {image}: explained by none of the above \
              (the kubelet says: Back-off pulling image \"{image}\")"
@@ -416,8 +402,14 @@ fn a_missing_secret_explains_a_stuck_pod() {
     let run = check(&h, &[("ECR_REFRESH_MODE", "check")]);
 
     run.expect_code(1);
-    assert_eq!(kinds(&run, "team-a"), ["secret-missing", "pull-stuck"]);
-    assert!(findings(&run, "team-a").ends_with("explained by secret-missing"));
+    assert_eq!(
+        run.finding_kinds("team-a"),
+        ["secret-missing", "pull-stuck"]
+    );
+    assert!(
+        run.findings("team-a")
+            .ends_with("explained by secret-missing")
+    );
 }
 
 #[test]
@@ -503,18 +495,10 @@ fn a_check_without_pod_rights_checks_the_secrets_and_says_once_that_pods_were_no
     let run = check(&h, &[]);
 
     run.expect_code(1);
-    let notes: Vec<&Value> = run
-        .lines
-        .iter()
-        .filter(|l| {
-            l["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with("pods were not checked"))
-        })
-        .collect();
+    let notes = run.messages_starting("pods were not checked");
     assert_eq!(notes.len(), 1, "{}", run.stdout);
-    assert_eq!(kinds(&run, "team-a"), ["secret-missing"]);
-    assert_eq!(kinds(&run, "team-c"), ["wrong-type"]);
+    assert_eq!(run.finding_kinds("team-a"), ["secret-missing"]);
+    assert_eq!(run.finding_kinds("team-c"), ["wrong-type"]);
     assert_eq!(run.line("team-b")["pods_checked"], false);
     assert_eq!(run.summary()["pods_unchecked"], 3);
 
@@ -525,7 +509,7 @@ fn a_check_without_pod_rights_checks_the_secrets_and_says_once_that_pods_were_no
     let run = check(&h, &[]);
     run.expect_code(1);
     assert_eq!(
-        kinds(&run, "team-a"),
+        run.finding_kinds("team-a"),
         ["secret-missing", "registry-not-covered", "not-wired"]
     );
     let refused: Vec<String> = h
@@ -615,12 +599,12 @@ fn a_login_the_registry_refuses_is_reported_with_its_answer_and_the_token_is_nev
 
     run.expect_code(1);
     assert_eq!(
-        kinds(&run, "team-a"),
+        run.finding_kinds("team-a"),
         ["pull-stuck", "login-refused"],
         "{}",
         run.stdout
     );
-    let text = findings(&run, "team-a");
+    let text = run.findings("team-a");
     assert!(
         text.contains(&format!(
             "login refused: {REGISTRY} answered HTTP 401 for {image} with the Secret's credentials: "

@@ -16,7 +16,7 @@ use common::real::{
 };
 use common::*;
 use control_plane::ControlPlane;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const OTHER: &str = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
 
@@ -101,23 +101,6 @@ fn check(h: &RealHarness, env: &[(&str, &str)]) -> Run {
         .output()
         .expect("ecr-refresh runs");
     h.checked(output)
-}
-
-fn kinds(run: &Run, ns: &str) -> Vec<String> {
-    run.line(ns)["finding_kinds"]
-        .as_str()
-        .unwrap_or_default()
-        .split(',')
-        .filter(|k| !k.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-fn findings(run: &Run, ns: &str) -> String {
-    run.line(ns)["findings"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// Every resource a refresh or a check could write.
@@ -207,19 +190,26 @@ fn a_check_on_a_real_server_reports_each_finding_and_sends_no_write() {
     run.expect_code(1);
     assert_eq!(run.outcome("chk-ok"), "ok", "{}", run.stdout);
     assert_eq!(run.line("chk-ok")["ecr_pods"], 1, "{}", run.stdout);
-    assert_eq!(kinds(&run, "chk-missing"), ["secret-missing", "pull-stuck"]);
-    assert!(
-        findings(&run, "chk-missing").ends_with("explained by secret-missing"),
-        "{}",
-        findings(&run, "chk-missing")
-    );
-    assert_eq!(kinds(&run, "chk-opaque"), ["wrong-type"]);
     assert_eq!(
-        findings(&run, "chk-opaque"),
+        run.finding_kinds("chk-missing"),
+        ["secret-missing", "pull-stuck"]
+    );
+    assert!(
+        run.findings("chk-missing")
+            .ends_with("explained by secret-missing"),
+        "{}",
+        run.findings("chk-missing")
+    );
+    assert_eq!(run.finding_kinds("chk-opaque"), ["wrong-type"]);
+    assert_eq!(
+        run.findings("chk-opaque"),
         "wrong type: Opaque, not kubernetes.io/dockerconfigjson"
     );
-    assert_eq!(kinds(&run, "chk-unwired"), ["not-wired", "pull-stuck"]);
-    let unwired = findings(&run, "chk-unwired");
+    assert_eq!(
+        run.finding_kinds("chk-unwired"),
+        ["not-wired", "pull-stuck"]
+    );
+    let unwired = run.findings("chk-unwired");
     assert!(
         unwired.contains(
             "not wired: ReplicaSet/web-5d8f (3 pods, e.g. web-5d8f-0), ServiceAccount default: \
@@ -235,10 +225,10 @@ fn a_check_on_a_real_server_reports_each_finding_and_sends_no_write() {
         "{unwired}"
     );
     assert_eq!(
-        kinds(&run, "chk-stuck"),
+        run.finding_kinds("chk-stuck"),
         ["registry-not-covered", "pull-stuck"]
     );
-    let stuck = findings(&run, "chk-stuck");
+    let stuck = run.findings("chk-stuck");
     assert!(
         stuck.contains(&format!(
             "ECR registry not covered: {OTHER}, used by pod other-1"
@@ -294,17 +284,9 @@ fn a_check_without_the_components_pod_rights_checks_the_secrets_and_says_so_once
     let run = check(&h, &[("ECR_REFRESH_NAMESPACES", "norights-*")]);
 
     run.expect_code(1);
-    let notes: Vec<&Value> = run
-        .lines
-        .iter()
-        .filter(|l| {
-            l["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with("pods were not checked"))
-        })
-        .collect();
+    let notes = run.messages_starting("pods were not checked");
     assert_eq!(notes.len(), 1, "{}", run.stdout);
-    assert_eq!(kinds(&run, "norights-a"), ["secret-missing"]);
+    assert_eq!(run.finding_kinds("norights-a"), ["secret-missing"]);
     assert_eq!(run.outcome("norights-b"), "ok");
     assert_eq!(run.line("norights-b")["pods_checked"], false);
     assert_eq!(run.summary()["pods_unchecked"], 2);

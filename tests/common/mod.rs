@@ -234,6 +234,33 @@ impl Run {
         self.line(namespace)["outcome"].as_str().unwrap_or_default()
     }
 
+    /// The log lines whose message starts with `prefix`.
+    pub fn messages_starting(&self, prefix: &str) -> Vec<&Value> {
+        self.lines
+            .iter()
+            .filter(|l| l["message"].as_str().is_some_and(|m| m.starts_with(prefix)))
+            .collect()
+    }
+
+    /// A check's finding kinds in `namespace` (its `finding_kinds`), in order.
+    pub fn finding_kinds(&self, namespace: &str) -> Vec<String> {
+        self.line(namespace)["finding_kinds"]
+            .as_str()
+            .unwrap_or_default()
+            .split(',')
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// A check's findings in `namespace`, as its line words them.
+    pub fn findings(&self, namespace: &str) -> String {
+        self.line(namespace)["findings"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
     pub fn summary(&self) -> &Value {
         self.lines
             .iter()
