@@ -309,29 +309,14 @@ pub fn wait_until_enforced_for(
 /// The sum of `apiserver_request_total` over the write verbs (anything but GET, LIST,
 /// WATCH) for `resources`, from the server's `/metrics`.
 pub fn write_requests(cp: &ControlPlane, resources: &[&str]) -> u64 {
-    let metrics = cp.metrics();
-    let mut total = 0;
-    for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let label = |name: &str| {
-            labels
-                .split(',')
-                .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
-                .map(|v| v.trim_end_matches('"').to_owned())
-                .unwrap_or_default()
-        };
-        if resources.contains(&label("resource").as_str())
-            && !["GET", "LIST", "WATCH"].contains(&label("verb").as_str())
-        {
-            total += value.trim().parse::<f64>().expect("a counter") as u64;
-        }
-    }
-    total
+    cp.request_totals()
+        .into_iter()
+        .filter(|((verb, resource), _)| {
+            resources.contains(&resource.as_str())
+                && !["GET", "LIST", "WATCH"].contains(&verb.as_str())
+        })
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// The binary against a real control plane, as ecr-refresh's ServiceAccount (a TokenRequest

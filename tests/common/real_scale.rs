@@ -267,7 +267,7 @@ impl Real {
 
     /// `apiserver_request_total` summed by (verb, resource), from the server's /metrics.
     pub fn requests(&self) -> Requests {
-        Requests::parse(&self.cp.metrics())
+        Requests(self.cp.request_totals())
     }
 }
 
@@ -324,28 +324,6 @@ impl Measured {
 pub struct Requests(pub BTreeMap<(String, String), u64>);
 
 impl Requests {
-    pub fn parse(metrics: &str) -> Self {
-        let mut sums = BTreeMap::new();
-        for line in metrics.lines() {
-            let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-                continue;
-            };
-            let Some((labels, value)) = rest.rsplit_once("} ") else {
-                continue;
-            };
-            let label = |name: &str| {
-                labels
-                    .split(',')
-                    .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
-                    .map(|v| v.trim_end_matches('"').to_owned())
-                    .unwrap_or_default()
-            };
-            let value: f64 = value.trim().parse().unwrap_or(0.0);
-            *sums.entry((label("verb"), label("resource"))).or_insert(0) += value as u64;
-        }
-        Self(sums)
-    }
-
     /// What was served between `before` and `self`.
     pub fn since(&self, before: &Self) -> Self {
         Self(

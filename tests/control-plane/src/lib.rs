@@ -59,6 +59,7 @@ mod pki;
 mod process;
 mod scratch;
 
+use std::collections::BTreeMap;
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -468,6 +469,13 @@ impl ControlPlane {
         self.get_raw("/metrics")
     }
 
+    /// The requests the server has answered since it started, from `apiserver_request_total`
+    /// in its `/metrics`, summed by (verb, resource) over the other labels (code, scope…).
+    /// Non-resource paths (discovery, /version) have resource "".
+    pub fn request_totals(&self) -> BTreeMap<(String, String), u64> {
+        request_totals(&self.metrics())
+    }
+
     /// Creates a namespace as the admin.
     pub fn create_namespace(&self, name: &str) {
         self.kubectl_run(&["create", "namespace", name]);
@@ -858,9 +866,53 @@ fn write_private(path: &Path, text: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// `apiserver_request_total` in a `/metrics` text, summed by (verb, resource).
+fn request_totals(metrics: &str) -> BTreeMap<(String, String), u64> {
+    let mut sums = BTreeMap::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        let value: f64 = value
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("apiserver_request_total: {line}: {e}"));
+        *sums.entry((label("verb"), label("resource"))).or_insert(0) += value as u64;
+    }
+    sums
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_totals_sum_over_the_labels_other_than_verb_and_resource() {
+        let metrics = "\
+# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+apiserver_request_total{code=\"200\",component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"secrets\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1\"} 3
+apiserver_request_total{code=\"404\",component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"secrets\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1\"} 2
+apiserver_request_total{code=\"200\",component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"\",scope=\"\",subresource=\"/version\",verb=\"GET\",version=\"\"} 1
+apiserver_request_total_other{verb=\"GET\"} 9
+";
+        let totals = request_totals(metrics);
+        let get = |verb: &str, resource: &str| {
+            totals.get(&(verb.to_owned(), resource.to_owned())).copied()
+        };
+        assert_eq!(get("GET", "secrets"), Some(5));
+        assert_eq!(get("GET", ""), Some(1));
+        assert_eq!(totals.len(), 2, "{totals:?}");
+    }
 
     #[test]
     fn without_the_variable_or_a_binary_the_message_names_the_variable_and_the_build_command() {
