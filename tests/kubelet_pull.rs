@@ -5,7 +5,7 @@
 //! `control-plane`'s harness. The image is named by an ECR host
 //! (`123456789012.dkr.ecr.us-east-1.amazonaws.com/app:1`); containerd reaches that host
 //! through `certs.d/<host>/hosts.toml`, which points to Debian's docker-registry on loopback
-//! (TLS, htpasswd: it really checks the password) and trusts its certificate. ECR is the fake;
+//! (tests/common/registry.rs; TLS, htpasswd: it really checks the password) and trusts its certificate. ECR is the fake;
 //! it hands out the password the htpasswd file accepts.
 //!
 //! Needs root (the kubelet and containerd), KUBEBUILDER_ASSETS with a kubelet
@@ -13,10 +13,9 @@
 //! `crictl`), and Debian's runc, busybox-static, docker-registry and skopeo. Without one of
 //! them the test fails, naming it.
 
+mod common;
 #[path = "kubelet_pull/node.rs"]
 mod node;
-#[path = "kubelet_pull/registry.rs"]
-mod registry;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -26,10 +25,10 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
+use common::registry::TlsRegistry;
 use control_plane::ControlPlane;
 use fake_cluster::FakeEcr;
 use node::{BUSYBOX, Node, NodeAssets, oci_layout};
-use registry::Registry;
 use serde_json::{Value, json};
 
 const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
@@ -255,7 +254,7 @@ fn a_kubelet_pulls_with_the_secret_before_during_and_after_a_refresh() {
     let (app_layout, pause_tar) = image_layouts(dir.path());
 
     let first = "first-token-from-ecr";
-    let registry = Registry::start("AWS", first);
+    let registry = TlsRegistry::on_loopback("AWS", first);
     registry.push(&app_layout, "1", "app", first);
 
     let cp = ControlPlane::start_with_service_account_admission();

@@ -1,13 +1,15 @@
-//! A real registry on loopback: Debian's `docker-registry` (the CNCF distribution registry) with
-//! one htpasswd user, standing in for an ECR registry in login-check and authfile tests.
+//! A real registry on loopback: Debian's `docker-registry` (the CNCF distribution registry)
+//! with one htpasswd user, standing in for an ECR registry: plain HTTP for the login-check
+//! and authfile tests, TLS under an ECR host name for the login tests, and TLS on
+//! 127.0.0.1 for the node of tests/kubelet_pull.rs, which pushes to it with skopeo and
+//! rotates its password.
 
+use std::fs;
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-use super::write;
 
 pub const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 
@@ -17,44 +19,63 @@ pub fn free_port() -> SocketAddr {
     listener.local_addr().expect("a bound address")
 }
 
-/// A `docker-registry serve` process with one htpasswd user, killed on drop.
-pub struct Registry {
+/// A `docker-registry serve` process on loopback, its state in a temporary directory; killed
+/// on drop.
+struct Served {
     child: Child,
-    /// `http://127.0.0.1:PORT`, as ECR's proxyEndpoint would name it.
-    pub endpoint: String,
-    _dir: tempfile::TempDir,
+    addr: SocketAddr,
+    htpasswd: PathBuf,
+    user: String,
+    dir: tempfile::TempDir,
 }
 
-impl Registry {
-    pub fn start(user: &str, password: &str) -> Self {
+impl Served {
+    /// Starts the registry with one user, serving TLS with the certificate `tls` makes in
+    /// the directory (None: plain HTTP), once `ready` says it answers.
+    fn start(
+        user: &str,
+        password: &str,
+        tls: Option<&dyn Fn(&Path) -> (PathBuf, PathBuf)>,
+        ready: fn(&mut Child, SocketAddr) -> bool,
+    ) -> Self {
         assert!(
             Path::new(REGISTRY_BIN).exists(),
-            "{REGISTRY_BIN} is missing: the login-check tests need a real registry; install it \
-             with `apt-get install docker-registry` (.ci/test does)"
+            "{REGISTRY_BIN} is missing: these tests need a real registry; install it with \
+             `apt-get install docker-registry` (.ci/test does)"
         );
         let dir = tempfile::tempdir().expect("a temporary directory");
+        let tls = tls.map(|make| make(dir.path()));
         let htpasswd = dir.path().join("htpasswd");
-        // The registry reads bcrypt entries only; cost 4 keeps each check in milliseconds.
-        let hash = bcrypt::hash(password, 4).expect("bcrypt a password");
-        write(&htpasswd, &format!("{user}:{hash}\n"));
+        write_htpasswd(&htpasswd, user, password);
         let config = dir.path().join("config.yml");
         let log = dir.path().join("registry.log");
+        let tls_lines = tls
+            .as_ref()
+            .map(|(key, cert)| {
+                format!(
+                    "  tls:\n    certificate: {}\n    key: {}\n",
+                    cert.display(),
+                    key.display()
+                )
+            })
+            .unwrap_or_default();
         // Another process can take the free port before the registry binds it: try again.
         for _ in 0..3 {
             let addr = free_port();
-            write(
+            fs::write(
                 &config,
-                &format!(
+                format!(
                     "version: 0.1\n\
-                     log:\n  level: warn\n\
+                     log:\n  level: info\n\
                      storage:\n  filesystem:\n    rootdirectory: {root}\n\
-                     http:\n  addr: {addr}\n\
+                     http:\n  addr: {addr}\n{tls_lines}\
                      auth:\n  htpasswd:\n    realm: test\n    path: {htpasswd}\n",
                     root = dir.path().join("storage").display(),
                     htpasswd = htpasswd.display(),
                 ),
-            );
-            let log_file = std::fs::File::create(&log).expect("create the registry log");
+            )
+            .expect("write the registry's config");
+            let log_file = fs::File::create(&log).expect("create the registry log");
             // Its whole configuration is the file: REGISTRY_* variables would override any
             // key of it, so none reach it.
             let mut child = Command::new(REGISTRY_BIN)
@@ -69,8 +90,10 @@ impl Registry {
             if ready(&mut child, addr) {
                 return Self {
                     child,
-                    endpoint: format!("http://{addr}"),
-                    _dir: dir,
+                    addr,
+                    htpasswd,
+                    user: user.to_owned(),
+                    dir,
                 };
             }
             let _ = child.kill();
@@ -78,32 +101,183 @@ impl Registry {
         }
         panic!(
             "{REGISTRY_BIN} did not answer on loopback after 3 tries; its log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
+            fs::read_to_string(&log).unwrap_or_default()
         );
+    }
+
+    /// From now on the registry accepts `password` alone. The file is replaced whole
+    /// (rename), so the registry, which rereads it when its modification time changes
+    /// (registry/auth/htpasswd/access.go), never reads half of it.
+    fn set_password(&self, password: &str) {
+        write_htpasswd(&self.htpasswd, &self.user, password);
     }
 }
 
-impl Drop for Registry {
+/// `user` with `password`, alone in the htpasswd file at `path`, replaced whole.
+fn write_htpasswd(path: &Path, user: &str, password: &str) {
+    // The registry reads bcrypt entries only; cost 4 keeps each check in milliseconds.
+    let hash = bcrypt::hash(password, 4).expect("bcrypt a password");
+    let next = path.with_extension("next");
+    fs::write(&next, format!("{user}:{hash}\n")).expect("write htpasswd");
+    fs::rename(&next, path).expect("replace htpasswd");
+}
+
+impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-/// Waits for an unauthenticated `GET /v2/` to answer 401; false if the process exits or ten
-/// seconds pass.
-fn ready(child: &mut Child, addr: SocketAddr) -> bool {
+/// A plain-HTTP registry with one htpasswd user.
+pub struct Registry {
+    _served: Served,
+    /// `http://127.0.0.1:PORT`, as ECR's proxyEndpoint would name it.
+    pub endpoint: String,
+}
+
+impl Registry {
+    pub fn start(user: &str, password: &str) -> Self {
+        let served = Served::start(user, password, None, answers_401);
+        Self {
+            endpoint: format!("http://{}", served.addr),
+            _served: served,
+        }
+    }
+}
+
+/// A registry serving TLS with a self-signed certificate (`openssl`): under an ECR host name,
+/// reached through [`ConnectProxy`], so the binary sends `https://<ECR host>/v2/...` as it
+/// would in a cluster and trusts the certificate through SSL_CERT_FILE; or on 127.0.0.1,
+/// for containerd and skopeo.
+pub struct TlsRegistry {
+    served: Served,
+    pub addr: SocketAddr,
+    /// The certificate, for SSL_CERT_FILE or containerd's hosts.toml.
+    pub certificate: PathBuf,
+    /// A directory with the certificate as `ca.crt`, for skopeo's `--dest-cert-dir`.
+    pub cert_dir: PathBuf,
+}
+
+impl TlsRegistry {
+    /// Its certificate names `host` (a DNS name).
+    pub fn start(host: &str, user: &str, password: &str) -> Self {
+        Self::with_name(host, &format!("DNS:{host}"), user, password)
+    }
+
+    /// Its certificate names 127.0.0.1 (an IP SAN), as containerd reaches it.
+    pub fn on_loopback(user: &str, password: &str) -> Self {
+        Self::with_name("127.0.0.1", "IP:127.0.0.1", user, password)
+    }
+
+    fn with_name(common_name: &str, alt_name: &str, user: &str, password: &str) -> Self {
+        let make = |dir: &Path| self_signed(dir, common_name, alt_name);
+        let served = Served::start(user, password, Some(&make), listens);
+        let certificate = served.dir.path().join("cert.pem");
+        let cert_dir = served.dir.path().join("certs");
+        fs::create_dir(&cert_dir).expect("create the certificate directory");
+        fs::copy(&certificate, cert_dir.join("ca.crt")).expect("copy the certificate");
+        Self {
+            addr: served.addr,
+            certificate,
+            cert_dir,
+            served,
+        }
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// From now on the registry accepts `password` alone.
+    pub fn set_password(&self, password: &str) {
+        self.served.set_password(password);
+    }
+
+    /// Pushes the OCI layout at `layout` (tag `tag`) as `repository:tag` with skopeo, with
+    /// `password`.
+    pub fn push(&self, layout: &Path, tag: &str, repository: &str, password: &str) {
+        let out = Command::new("skopeo")
+            .args(["--insecure-policy", "copy", "--quiet"])
+            .arg("--dest-cert-dir")
+            .arg(&self.cert_dir)
+            .arg("--dest-creds")
+            .arg(format!("{}:{password}", self.served.user))
+            .arg(format!("oci:{}:{tag}", layout.display()))
+            .arg(format!("docker://{}/{repository}:{tag}", self.host()))
+            .env("HOME", layout)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("skopeo pushes to the registry: {e}; install it with `apt-get install skopeo` (.ci/test does)")
+            });
+        assert!(
+            out.status.success(),
+            "skopeo copy to the registry: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// A self-signed server certificate (no CA: webpki refuses a CA certificate as a server's)
+/// and its key, in `dir`: (key, certificate).
+fn self_signed(dir: &Path, common_name: &str, alt_name: &str) -> (PathBuf, PathBuf) {
+    let (key, certificate) = (dir.join("key.pem"), dir.join("cert.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "1", "-subj"])
+        .arg(format!("/CN={common_name}"))
+        .arg("-addext")
+        .arg(format!("subjectAltName={alt_name}"))
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&certificate)
+        .output()
+        .unwrap_or_else(|e| panic!("openssl is needed to make the registry's certificate: {e}"));
+    assert!(
+        made.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    (key, certificate)
+}
+
+/// Until the process exits or ten seconds pass, whether `probe` succeeds.
+fn until(child: &mut Child, addr: SocketAddr, probe: impl Fn(SocketAddr) -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
             return false;
         }
-        if status_of_v2(addr) == Some(401) {
+        if probe(addr) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     false
+}
+
+/// An unauthenticated `GET /v2/` answers 401.
+fn answers_401(child: &mut Child, addr: SocketAddr) -> bool {
+    until(child, addr, |addr| status_of_v2(addr) == Some(401))
+}
+
+/// It accepts connections (TLS: no plain request to read a status from).
+fn listens(child: &mut Child, addr: SocketAddr) -> bool {
+    until(child, addr, |addr| {
+        TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+    })
 }
 
 /// The status code of an unauthenticated `GET /v2/`, or None if nothing answers yet.
@@ -119,114 +293,6 @@ fn status_of_v2(addr: SocketAddr) -> Option<u16> {
     stream.read_exact(&mut head).ok()?;
     // "HTTP/1.1 401"
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
-}
-
-/// A real registry serving TLS under an ECR host name (a self-signed certificate made with
-/// `openssl`), reached through [`ConnectProxy`]: the binary sends `https://<ECR host>/v2/...`
-/// as it would in a cluster, and trusts the certificate through SSL_CERT_FILE.
-pub struct TlsRegistry {
-    child: Child,
-    pub addr: SocketAddr,
-    /// The certificate, for SSL_CERT_FILE.
-    pub certificate: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl TlsRegistry {
-    pub fn start(host: &str, user: &str, password: &str) -> Self {
-        assert!(
-            Path::new(REGISTRY_BIN).exists(),
-            "{REGISTRY_BIN} is missing: the login tests need a real registry; install it with \
-             `apt-get install docker-registry` (.ci/run does)"
-        );
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let (key, certificate) = (dir.path().join("key.pem"), dir.path().join("cert.pem"));
-        let made = Command::new("openssl")
-            .args([
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-            ])
-            .args(["-nodes", "-days", "1", "-subj"])
-            .arg(format!("/CN={host}"))
-            .arg("-addext")
-            .arg(format!("subjectAltName=DNS:{host}"))
-            // Its own trust anchor, but no CA: webpki refuses a CA certificate as a server's.
-            .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-            .args(["-addext", "extendedKeyUsage=serverAuth"])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&certificate)
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("openssl is needed to make the registry's certificate: {e}")
-            });
-        assert!(
-            made.status.success(),
-            "openssl: {}",
-            String::from_utf8_lossy(&made.stderr)
-        );
-        let htpasswd = dir.path().join("htpasswd");
-        let hash = bcrypt::hash(password, 4).expect("bcrypt a password");
-        write(&htpasswd, &format!("{user}:{hash}\n"));
-        let config = dir.path().join("config.yml");
-        let log = dir.path().join("registry.log");
-        for _ in 0..3 {
-            let addr = free_port();
-            write(
-                &config,
-                &format!(
-                    "version: 0.1\n\
-                     log:\n  level: warn\n\
-                     storage:\n  filesystem:\n    rootdirectory: {root}\n\
-                     http:\n  addr: {addr}\n  tls:\n    certificate: {cert}\n    key: {key}\n\
-                     auth:\n  htpasswd:\n    realm: test\n    path: {htpasswd}\n",
-                    root = dir.path().join("storage").display(),
-                    cert = certificate.display(),
-                    key = key.display(),
-                    htpasswd = htpasswd.display(),
-                ),
-            );
-            let log_file = std::fs::File::create(&log).expect("create the registry log");
-            let mut child = Command::new(REGISTRY_BIN)
-                .arg("serve")
-                .arg(&config)
-                .stdin(Stdio::null())
-                .stdout(log_file.try_clone().expect("clone the log handle"))
-                .stderr(log_file)
-                .spawn()
-                .unwrap_or_else(|e| panic!("start {REGISTRY_BIN}: {e}"));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
-                if TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok() {
-                    return Self {
-                        child,
-                        addr,
-                        certificate,
-                        _dir: dir,
-                    };
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!(
-            "{REGISTRY_BIN} (TLS) did not listen after 3 tries; its log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-    }
-}
-
-impl Drop for TlsRegistry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// An HTTP CONNECT proxy on loopback that tunnels every CONNECT to one address, as a
