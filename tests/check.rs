@@ -33,37 +33,17 @@ fn refreshed(h: &Harness, names: &[&str], env: &[(&str, &str)]) {
 
 /// A pod using `image`, as a ReplicaSet `owner` makes them (None: a bare pod).
 fn pod(h: &Harness, ns: &str, name: &str, image: &str, owner: Option<&str>) -> Value {
-    let mut body = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"containers": [{"name": "app", "image": image}]}
-    });
-    if let Some(owner) = owner {
-        body["metadata"]["ownerReferences"] = json!([{
-            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
-            "uid": "0b6e4c7a-0000-4000-8000-000000000001", "controller": true
-        }]);
-    }
-    h.cluster
-        .seed(Resource::Pods, body, "kube-controller-manager")
+    h.cluster.seed(
+        Resource::Pods,
+        pods::pod(ns, name, image, owner),
+        "kube-controller-manager",
+    )
 }
 
 /// The kubelet's status of a container that cannot pull its image.
 fn back_off(h: &Harness, ns: &str, name: &str, image: &str) {
-    h.cluster.set_pod_status(
-        ns,
-        name,
-        json!({
-            "phase": "Pending",
-            "containerStatuses": [{
-                "name": "app", "image": image, "imageID": "", "ready": false, "restartCount": 0,
-                "state": {"waiting": {
-                    "reason": "ImagePullBackOff",
-                    "message": format!("Back-off pulling image \"{image}\"")
-                }}
-            }]
-        }),
-    );
+    h.cluster
+        .set_pod_status(ns, name, pods::back_off_status(image));
 }
 
 /// The ServiceAccount `default` lists the Secret, as the service-accounts component makes it.

@@ -30,34 +30,13 @@ fn install(cp: &ControlPlane, component: Option<&str>) {
 
 /// A pod as the admin creates it, owned by ReplicaSet `owner` when given.
 fn pod(cp: &ControlPlane, ns: &str, name: &str, image: &str, owner: Option<&str>) {
-    let mut body = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"containers": [{"name": "app", "image": image}]}
-    });
-    if let Some(owner) = owner {
-        body["metadata"]["ownerReferences"] = json!([{
-            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
-            "uid": "0b6e4c7a-0000-4000-8000-000000000001", "controller": true
-        }]);
-    }
-    create(cp, &[body]);
+    create(cp, &[pods::pod(ns, name, image, owner)]);
 }
 
 /// The status a kubelet writes for a pod that can't pull `image`, through the status
 /// subresource.
 fn back_off(cp: &ControlPlane, ns: &str, name: &str, image: &str) {
-    let status = json!({"status": {
-        "phase": "Pending",
-        "containerStatuses": [{
-            "name": "app", "image": image, "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"waiting": {
-                "reason": "ImagePullBackOff",
-                "message": format!("Back-off pulling image \"{image}\"")
-            }}
-        }]
-    }});
-    let status = status.to_string();
+    let status = json!({ "status": pods::back_off_status(image) }).to_string();
     admin(
         cp,
         &[

@@ -7,6 +7,7 @@
 
 pub mod attacks;
 pub mod manifests;
+pub mod pods;
 pub mod proxy;
 pub mod pushgateway;
 pub mod real;
