@@ -120,27 +120,7 @@ fn curl(cp: &ControlPlane, method: &str, target: &str, ct: Option<&str>, body: &
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).expect("utf-8 answer");
-    let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .expect("a status line");
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let body = if body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()))
-    };
-    Response {
-        status,
-        headers,
-        body,
-    }
+    Response::parse(&text)
 }
 
 /// What one server answered in one scenario, assertion by assertion, in order.
@@ -637,18 +617,8 @@ fn label_selectors(s: &Server, rec: &mut Record) {
     rec.answer("bad", &s.get("/api/v1/namespaces?labelSelector=a%20in%20x"));
 }
 
-fn terminating_namespace(s: &Server, rec: &mut Record) {
-    let ns = "cf-terminating";
-    s.namespace(ns, json!({}));
-    s.seed_secret(ns, "old");
-    s.terminate(ns);
-    let got = s.get(&format!("/api/v1/namespaces/{ns}")).body;
-    rec.field("namespace", "phase", got["status"]["phase"].clone());
-    rec.field(
-        "namespace",
-        "deleting",
-        json!(got["metadata"]["deletionTimestamp"].is_string()),
-    );
+/// The answers to a new Secret `s` in `ns`, created by apply and by POST.
+fn new_secret_both_ways(s: &Server, rec: &mut Record, ns: &str) {
     rec.answer(
         "apply",
         &s.apply(
@@ -665,6 +635,21 @@ fn terminating_namespace(s: &Server, rec: &mut Record) {
             &docker_secret(ns, "s", CFG),
         ),
     );
+}
+
+fn terminating_namespace(s: &Server, rec: &mut Record) {
+    let ns = "cf-terminating";
+    s.namespace(ns, json!({}));
+    s.seed_secret(ns, "old");
+    s.terminate(ns);
+    let got = s.get(&format!("/api/v1/namespaces/{ns}")).body;
+    rec.field("namespace", "phase", got["status"]["phase"].clone());
+    rec.field(
+        "namespace",
+        "deleting",
+        json!(got["metadata"]["deletionTimestamp"].is_string()),
+    );
+    new_secret_both_ways(s, rec, ns);
     let r = s.apply(
         &sp(ns, "old"),
         "ecr-refresh",
@@ -680,22 +665,7 @@ fn terminating_namespace(s: &Server, rec: &mut Record) {
 
 fn missing_namespace(s: &Server, rec: &mut Record) {
     let ns = "cf-gone";
-    rec.answer(
-        "apply",
-        &s.apply(
-            &sp(ns, "s"),
-            "ecr-refresh",
-            true,
-            &docker_secret(ns, "s", CFG),
-        ),
-    );
-    rec.answer(
-        "post",
-        &s.post(
-            &format!("/api/v1/namespaces/{ns}/secrets"),
-            &docker_secret(ns, "s", CFG),
-        ),
-    );
+    new_secret_both_ways(s, rec, ns);
     rec.answer("get", &s.get(&sp(ns, "s")));
     rec.answer("namespace", &s.get(&format!("/api/v1/namespaces/{ns}")));
 }

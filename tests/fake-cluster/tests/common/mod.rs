@@ -22,6 +22,32 @@ pub struct Response {
 }
 
 impl Response {
+    /// An HTTP/1.1 answer as it came off the wire: the status line, the headers, and the
+    /// body as JSON (a string when it is not JSON, Null when empty).
+    pub fn parse(text: &str) -> Self {
+        let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+        let mut lines = head.lines();
+        let status: u16 = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+            .expect("a status line");
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        let body = if body.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()))
+        };
+        Self {
+            status,
+            headers,
+            body,
+        }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -59,27 +85,7 @@ pub fn send(
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("read response");
     let text = String::from_utf8(raw).expect("utf-8 response");
-    let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
-    let mut lines = head.lines();
-    let status: u16 = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .expect("a status line");
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let body = if body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()))
-    };
-    Response {
-        status,
-        headers,
-        body,
-    }
+    Response::parse(&text)
 }
 
 pub fn get(base: &str, target: &str) -> Response {
