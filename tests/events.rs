@@ -497,3 +497,70 @@ fn events_about_a_secret_that_exists_carry_its_uid() {
         );
     }
 }
+
+/// The namespaced install (manifests/namespaced/) listing more namespaces than get an Event
+/// each: its Roles in the target namespaces don't reach ecr-refresh's own, so the summary
+/// Event there needs the variant's Role ecr-refresh-events. With the Roles as rendered
+/// (team-a's copied to each of 101 namespaces), nothing is refused and the summary arrives.
+#[test]
+fn the_namespaced_install_grants_the_summary_event_in_its_own_namespace() {
+    let rendered = common::manifests::render("namespaced", false);
+    let docs = common::manifests::documents(&rendered);
+    let of = |kind: &str, namespace: &str| -> Value {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["namespace"] == namespace)
+            .unwrap_or_else(|| panic!("a {kind} in {namespace}"))
+            .clone()
+    };
+    let names: Vec<String> = (0..101).map(|i| format!("team-{i:03}")).collect();
+    let mut rbac: Vec<Value> = docs
+        .iter()
+        .filter(|d| {
+            matches!(d["kind"].as_str(), Some("Role" | "RoleBinding"))
+                && d["metadata"]["namespace"] == "ecr-refresh"
+        })
+        .cloned()
+        .collect();
+    assert_eq!(rbac.len(), 2, "the Role and RoleBinding in ecr-refresh");
+    for name in &names {
+        for kind in ["Role", "RoleBinding"] {
+            let mut copy = of(kind, "team-a");
+            copy["metadata"]["namespace"] = json!(name);
+            rbac.push(copy);
+        }
+    }
+    let h = Harness::with(
+        FakeCluster::builder()
+            .rbac_from_yaml(&common::manifests::yaml(&rbac))
+            .start(),
+    );
+    h.cluster.add_namespace("ecr-refresh", &[]);
+    for name in &names {
+        h.cluster.add_namespace(name, &[]);
+        seed_wrong_type(&h, name);
+    }
+    let kubeconfig = h.dir.path().join("kubeconfig-in-ecr-refresh");
+    std::fs::write(
+        &kubeconfig,
+        h.cluster
+            .kubeconfig()
+            .replace("namespace: default", "namespace: ecr-refresh"),
+    )
+    .expect("writing the kubeconfig");
+    let listed = names.join(",");
+    let kubeconfig = kubeconfig.display().to_string();
+
+    let run = h.run(&[
+        ("KUBECONFIG", kubeconfig.as_str()),
+        ("ECR_REFRESH_NAMESPACES", listed.as_str()),
+        ("HOSTNAME", POD),
+    ]);
+
+    run.expect_code(1);
+    assert_eq!(run.summary()["failed"], 101);
+    let posts = event_posts(&h);
+    assert_eq!(posts.len(), 101, "100 and the summary");
+    assert!(posts.iter().all(|s| *s == 201), "{posts:?}");
+    let summary = only_event(&h, "ecr-refresh");
+    assert_eq!(summary["reason"], "MoreNamespacesFailed");
+}

@@ -165,11 +165,15 @@ fn without_the_component_no_service_account_is_granted_and_with_it_only_default(
         );
 
         let with = render(variant, true);
-        // The policy's marker role (manifests/policy/clusterrole.yaml) grants no API right.
-        for role in of_kinds(&with, &["ClusterRole", "Role"])
+        // The roles of the target namespaces (and the ClusterRole), not the policy's marker
+        // role (manifests/policy/clusterrole.yaml) nor the namespaced variant's Role for the
+        // summary Event in its own namespace.
+        let granting: Vec<Value> = of_kinds(&with, &["ClusterRole", "Role"])
             .into_iter()
-            .filter(|r| r["metadata"]["name"] != "ecr-refresh-admission")
-        {
+            .filter(|r| r["metadata"]["name"] == "ecr-refresh")
+            .collect();
+        assert_eq!(granting.len(), if variant.is_empty() { 1 } else { 2 });
+        for role in granting {
             let rules: Vec<&Value> = role["rules"]
                 .as_array()
                 .unwrap()
