@@ -18,8 +18,16 @@ use super::manifests::{documents, kustomization_with, yaml};
 use super::proxy::Proxy;
 use super::{Binary, Run};
 
-/// Debian's kubectl (1.32, kustomize v5.5), beside the control plane's own.
-pub const SYSTEM_KUBECTL: &str = "/usr/bin/kubectl";
+/// The kubectl a user would run: the first on PATH (on CI's machine /usr/bin/kubectl,
+/// 1.32 with kustomize v5.5; where none is installed, `.ci/test` puts the control plane's
+/// own on PATH). None when there is none.
+pub fn kubectl_on_path() -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("kubectl"))
+        .find(|p| p.is_file())
+}
 
 /// The namespace and name of ecr-refresh's ServiceAccount in the manifests.
 pub const SERVICE_ACCOUNT: (&str, &str) = ("ecr-refresh", "ecr-refresh");
