@@ -30,12 +30,13 @@ struct Served {
 }
 
 impl Served {
-    /// Starts the registry with one user, serving TLS with the certificate `tls` makes in
-    /// the directory (None: plain HTTP), once `ready` says it answers.
+    /// Starts the registry with one user, once `ready` says it answers: serving TLS with a
+    /// self-signed certificate for `tls` (its common name and subjectAltName), or plain
+    /// HTTP (None).
     fn start(
         user: &str,
         password: &str,
-        tls: Option<&dyn Fn(&Path) -> (PathBuf, PathBuf)>,
+        tls: Option<(&str, &str)>,
         ready: fn(&mut Child, SocketAddr) -> bool,
     ) -> Self {
         assert!(
@@ -44,7 +45,7 @@ impl Served {
              `apt-get install docker-registry` (.ci/test does)"
         );
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let tls = tls.map(|make| make(dir.path()));
+        let tls = tls.map(|(common_name, alt_name)| self_signed(dir.path(), common_name, alt_name));
         let htpasswd = dir.path().join("htpasswd");
         write_htpasswd(&htpasswd, user, password);
         let config = dir.path().join("config.yml");
@@ -171,8 +172,7 @@ impl TlsRegistry {
     }
 
     fn with_name(common_name: &str, alt_name: &str, user: &str, password: &str) -> Self {
-        let make = |dir: &Path| self_signed(dir, common_name, alt_name);
-        let served = Served::start(user, password, Some(&make), listens);
+        let served = Served::start(user, password, Some((common_name, alt_name)), listens);
         let certificate = served.dir.path().join("cert.pem");
         let cert_dir = served.dir.path().join("certs");
         fs::create_dir(&cert_dir).expect("create the certificate directory");
