@@ -5,9 +5,9 @@
 use std::ffi::OsString;
 use std::fmt::Write as _;
 
+use crate::aws::partition::{self, Partitions};
+use crate::aws::registry;
 use crate::config::VARIABLES;
-use crate::partition::{self, Partitions};
-use crate::registry;
 use crate::report::exit;
 
 /// What the command line asks for.
@@ -251,7 +251,7 @@ mod tests {
             );
             assert!(help.contains(&line), "{} missing:\n{help}", forms.partition);
         }
-        let none = partitions_help(&crate::partition::with_new_partition(false, false));
+        let none = partitions_help(&crate::aws::partition::with_new_partition(false, false));
         assert!(
             none.contains(
                 "  aws-new (e.g. nw-north-1)\n      <account>.dkr.ecr.<region>.amazonaws.new; no dual-stack hosts\n"

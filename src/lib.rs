@@ -1,27 +1,23 @@
 //! ecr-refresh: refreshes an AWS ECR image-pull Secret in place, in every selected namespace.
+//!
+//! The layers, bottom up (a module imports only from its own layer or below):
+//! - `logging`, `glob`, `report`: shared vocabulary;
+//! - `aws`: the SDK, ECR tokens, partitions, registry hosts and the registry login;
+//! - `cluster`: the API server client, its retry, namespaces, names and Events;
+//! - `pull_secret`: the docker config, the due decision, the write and the ServiceAccounts;
+//! - `config`, `metrics`, `termination`, `cli`: the run's inputs and outputs;
+//! - `refresh` and `check`: the two modes.
 #![forbid(unsafe_code)]
 
+pub mod aws;
 pub mod check;
 pub mod cli;
 pub mod cluster;
 pub mod config;
-pub mod docker_config;
-pub mod due;
-pub mod ecr;
-pub mod events;
 pub mod glob;
 pub mod logging;
-pub mod login;
 pub mod metrics;
-pub mod names;
-pub mod namespaces;
-pub mod partition;
 pub mod pull_secret;
-pub mod registry;
+pub mod refresh;
 pub mod report;
-pub mod retry;
-pub mod run;
-pub mod sdk;
-pub mod secret;
-pub mod service_accounts;
 pub mod termination;

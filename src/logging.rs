@@ -1,6 +1,8 @@
 //! Structured logs: text for people, JSON (one object per line, fields at the top level)
 //! for log pipelines.
 
+use std::str::FromStr;
+
 use std::io::IsTerminal;
 
 use tracing::Level;
@@ -9,7 +11,23 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, fmt};
 
-use crate::config::LogFormat;
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "text" => Ok(Self::Text),
+            "json" => Ok(Self::Json),
+            _ => Err("must be 'text' or 'json'".into()),
+        }
+    }
+}
 
 /// Quiet by default for the libraries, whose info lines say nothing an operator needs.
 /// kube's HTTP layer logs every failed attempt as an ERROR with no namespace: our own lines

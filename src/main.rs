@@ -6,10 +6,11 @@ use std::process::ExitCode;
 use std::str::FromStr;
 
 use ecr_refresh::cli::{self, Command};
-use ecr_refresh::config::{Config, LogFormat, Mode};
+use ecr_refresh::config::{Config, Mode};
+use ecr_refresh::logging::LogFormat;
 use ecr_refresh::report::{exit, termination_error};
 use ecr_refresh::termination::write_termination_message_now;
-use ecr_refresh::{check, logging, run};
+use ecr_refresh::{check, logging, refresh};
 
 fn main() -> ExitCode {
     // Before anything else is read: --help and --version touch neither AWS nor the cluster.
@@ -72,9 +73,9 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::UNAVAILABLE);
         }
     };
-    let shutdown = run::shutdown_signal(config.timeout);
+    let shutdown = refresh::shutdown_signal(config.timeout);
     ExitCode::from(match config.mode {
-        Mode::Refresh => runtime.block_on(run::run(&config, shutdown)),
+        Mode::Refresh => runtime.block_on(refresh::run(&config, shutdown)),
         Mode::Check => runtime.block_on(check::run(&config, shutdown)),
     })
 }

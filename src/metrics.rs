@@ -20,7 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tracing::{debug, warn};
 
-use crate::cluster;
+use crate::cluster::client;
 use crate::config::pushgateway::Pushgateway;
 use crate::logging::error_chain;
 use crate::report::{Outcome, Report, exit};
@@ -161,7 +161,7 @@ pub fn encode(run: &RunEnd<'_>) -> String {
         );
     }
     let requests: Family<MethodLabel, Gauge> = Family::default();
-    for (method, n) in cluster::api_requests() {
+    for (method, n) in client::api_requests() {
         requests
             .get_or_create(&MethodLabel { method })
             .set(i64::try_from(n).unwrap_or(i64::MAX));

@@ -998,7 +998,7 @@ fn create_as(cp: &ControlPlane, kubeconfig: &Path, namespace: &str, body: &Value
     child.wait_with_output().expect("kubectl ends")
 }
 
-/// A Warning Event as src/events.rs writes it, regarding Secret `secret` in `namespace`.
+/// A Warning Event as src/cluster/events.rs writes it, regarding Secret `secret` in `namespace`.
 fn warning_event(namespace: &str, name: &str, secret: &str) -> Value {
     json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
            "metadata": {"name": name, "namespace": namespace},

@@ -9,8 +9,8 @@ use std::process::Command;
 
 use aws_sdk_ecr::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
 use common::*;
-use ecr_refresh::partition::{Partitions, SDK_PARTITIONS_JSON};
-use ecr_refresh::registry::{dual_stack_suffix, host_forms};
+use ecr_refresh::aws::partition::{Partitions, SDK_PARTITIONS_JSON};
+use ecr_refresh::aws::registry::{dual_stack_suffix, host_forms};
 use serde_json::Value;
 
 const ACCOUNT: &str = "123456789012";
@@ -274,9 +274,9 @@ fn the_readme_table_lists_every_partition_from_the_same_data() {
         .collect();
     assert_eq!(rows, expected, "README's Registry hosts table, row by row");
     assert!(
-        section.contains(ecr_refresh::partition::SOURCE),
+        section.contains(ecr_refresh::aws::partition::SOURCE),
         "README names where the data comes from: {}",
-        ecr_refresh::partition::SOURCE
+        ecr_refresh::aws::partition::SOURCE
     );
 }
 

@@ -24,7 +24,7 @@ use serde_json::Value;
 const NAMESPACES: usize = 500;
 const SEED_PASSWORD: &str = "pw-seeded-by-kubectl";
 /// The default filter, with the retry module's per-attempt lines: what the server answered.
-const WITH_RETRIES: &str = "info,aws_config=warn,aws_smithy_runtime=warn,kube=warn,kube_client::client::builder=off,hyper=warn,ecr_refresh::retry=debug";
+const WITH_RETRIES: &str = "info,aws_config=warn,aws_smithy_runtime=warn,kube=warn,kube_client::client::builder=off,hyper=warn,ecr_refresh::cluster::retry=debug";
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 

@@ -13,7 +13,7 @@ use fake_cluster::{FakeCluster, Fault, Resource};
 use serde_json::{Value, json};
 
 /// The default log filter with the retry module's per-attempt lines.
-const WITH_RETRIES: &str = "info,aws_config=warn,aws_smithy_runtime=warn,kube=warn,kube_client::client::builder=off,hyper=warn,ecr_refresh::retry=debug";
+const WITH_RETRIES: &str = "info,aws_config=warn,aws_smithy_runtime=warn,kube=warn,kube_client::client::builder=off,hyper=warn,ecr_refresh::cluster::retry=debug";
 
 #[test]
 fn a_ten_second_api_server_outage_mid_run_is_ridden_out() {

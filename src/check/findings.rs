@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::docker_config;
+use crate::aws::registry::normalize;
+use crate::pull_secret::docker_config;
 use crate::pull_secret::{DATA_KEY, EXPIRES_ANNOTATION, SECRET_TYPE};
-use crate::registry::normalize;
 
 /// An ECR token's whole life. A RENEW_BEFORE of this or more rewrites every Secret on every
 /// run, so "expiring within RENEW_BEFORE" would be every Secret: only an expired one counts then.

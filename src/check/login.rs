@@ -1,6 +1,6 @@
 //! The optional login (ECR_REFRESH_VERIFY_LOGIN=true): a HEAD of one image's manifest with the
 //! credentials stored in the Secret, as a kubelet's runtime sends them. An anonymous request
-//! learns how the registry authenticates (its `WWW-Authenticate` challenge, as login.rs reads
+//! learns how the registry authenticates (its `WWW-Authenticate` challenge, as aws/login.rs reads
 //! it): Basic gets the stored username and password; Bearer gets them sent to the challenge's
 //! realm for a token (the distribution spec's token auth), which the HEAD then carries.
 //!
@@ -20,11 +20,11 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::OnceCell;
 
 use super::findings::Finding;
-use crate::docker_config;
+use crate::aws::login::Challenge;
+use crate::aws::registry::normalize;
 use crate::logging::error_chain;
-use crate::login::Challenge;
 use crate::pull_secret::DATA_KEY;
-use crate::registry::normalize;
+use crate::pull_secret::docker_config;
 
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a container runtime accepts for a manifest (containerd's resolver sends these).

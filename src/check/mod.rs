@@ -26,14 +26,15 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use tracing::{error, info, warn};
 
+use crate::aws::registry::{RegistryHost, normalize};
+use crate::aws::sdk;
+use crate::cluster::client;
+use crate::cluster::namespaces::{Candidate, Pages};
+use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
-use crate::namespaces::{Candidate, Pages};
 use crate::pull_secret::REGISTRIES_ANNOTATION;
-use crate::registry::{RegistryHost, normalize};
 use crate::report::{exit, termination_error};
-use crate::retry::{self, RequestError};
 use crate::termination::write_termination_message;
-use crate::{cluster, sdk};
 pub use findings::{Finding, Group};
 use findings::{SecretState, secret_findings};
 use login::Logins;
@@ -116,9 +117,9 @@ enum Unavailable {
     )]
     NoRegion,
     #[error("{0}")]
-    Cluster(#[from] cluster::ClusterError),
+    Cluster(#[from] client::ClusterError),
     #[error("{0}")]
-    Namespaces(#[from] crate::namespaces::NamespaceError),
+    Namespaces(#[from] crate::cluster::namespaces::NamespaceError),
     #[error("stopped before any namespace was checked: {0}")]
     Stopped(&'static str),
 }
@@ -183,8 +184,8 @@ async fn check(
     } else {
         None
     };
-    let (client, url) = cluster::connect().await?;
-    let version = cluster::check(&client, &url).await?;
+    let (client, url) = client::connect().await?;
+    let version = client::check(&client, &url).await?;
     info!(api_server = %url, %version, mode = "check", "connected");
     let mut pages = Pages::new(client.clone(), &config.selection);
     let first = pages.next().await.transpose()?.unwrap_or_default();

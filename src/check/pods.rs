@@ -7,7 +7,7 @@ use std::str::FromStr;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 
 use super::findings::{Finding, Group, SecretState};
-use crate::registry::RegistryHost;
+use crate::aws::registry::RegistryHost;
 
 /// The waiting reasons of a container whose image could not be pulled (kubelet's
 /// pkg/kubelet/images: ErrImagePull, then ImagePullBackOff while it backs off).

@@ -6,7 +6,6 @@
 
 mod environment;
 pub mod pushgateway;
-mod selection;
 mod values;
 pub mod variables;
 
@@ -16,12 +15,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::aws::registry::RegistryHost;
+use crate::cluster::names::{NamespaceName, SecretName, ServiceAccountName};
 use crate::glob::Glob;
-use crate::names::{NamespaceName, SecretName, ServiceAccountName};
-use crate::registry::RegistryHost;
+use crate::logging::LogFormat;
 
+use crate::cluster::selection::{Include, LabelSelector, Selection};
 use pushgateway::{GroupingLabels, Pushgateway, PushgatewayUrl};
-pub use selection::{Include, LabelSelector, Selection};
 use values::{
     first_of_each, parse_bool, parse_concurrency, parse_list, parse_renew_before, parse_timeout,
 };
@@ -63,24 +63,6 @@ pub enum ConfigError {
     NotUtf8 { variable: String },
     #[error("could not read the environment: {0}")]
     Environment(String),
-}
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-impl FromStr for LogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "text" => Ok(Self::Text),
-            "json" => Ok(Self::Json),
-            _ => Err("must be 'text' or 'json'".into()),
-        }
-    }
 }
 
 /// What a run does: refresh the Secrets, or only check them (ECR_REFRESH_MODE, or the `check`

@@ -221,7 +221,7 @@ fn registries_are_deduplicated_in_order() {
 
 #[test]
 fn dual_stack_is_refused_for_a_registry_whose_partition_has_no_dual_stack_hosts() {
-    let partitions = crate::partition::with_new_partition(true, false);
+    let partitions = crate::aws::partition::with_new_partition(true, false);
     let host = |h: &str| RegistryHost::parse_in(h, &partitions).unwrap();
     let with_twin = host("123456789012.dkr.ecr.us-east-1.amazonaws.com");
     let without = host("123456789012.dkr.ecr.nw-north-1.amazonaws.new");

@@ -321,7 +321,7 @@ pub fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
     ]
 }
 
-/// A Warning Event as src/events.rs writes it, regarding our Secret in `namespace`.
+/// A Warning Event as src/cluster/events.rs writes it, regarding our Secret in `namespace`.
 pub fn event_body(namespace: &str) -> Value {
     json!({
         "apiVersion": "events.k8s.io/v1", "kind": "Event",

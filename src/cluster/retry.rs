@@ -9,7 +9,7 @@
 //! Two timeouts: the transport gives up on one HTTP attempt after ATTEMPT_TIMEOUT (a retryable
 //! error here); a whole call, all its attempts and the client's own throttling retries
 //! included, after CALL_TIMEOUT. 429, 503 and 504 are retried inside the client, where the
-//! Retry-After header is seen (cluster.rs): retrying them here too would multiply the attempts.
+//! Retry-After header is seen (client.rs): retrying them here too would multiply the attempts.
 //!
 //! A 403 within RESTART_GRACE of a lost connection is retried too: a kube-apiserver that was
 //! restarted serves requests as soon as it listens, before its RBAC authorizer has loaded the

@@ -18,13 +18,16 @@ use kube::{Api, Client};
 use tokio::sync::OnceCell;
 use tracing::{error, info, warn};
 
+use crate::aws::ecr;
+use crate::cluster::namespaces::{Candidate, Origin, Pages};
+use crate::cluster::{client, events};
 use crate::config::Config;
-use crate::due::{self, Decision, Policy, Registries};
-use crate::namespaces::{Candidate, Origin, Pages};
+use crate::metrics;
+use crate::pull_secret::due::{self, Decision, Policy, Registries};
+use crate::pull_secret::service_accounts;
+use crate::pull_secret::write::{self, SecretError, SkipReason, Written};
 use crate::report::{self, AccountOutcome, Outcome, Report, Summary, exit};
-use crate::secret::{self, SecretError, SkipReason, Written};
 use crate::termination::write_termination_message;
-use crate::{cluster, ecr, events, metrics, service_accounts};
 use lines::{log_left_undone, log_summary, log_written};
 use stop::Stop;
 pub use stop::{SHUTDOWN_GRACE, shutdown_signal};
@@ -45,9 +48,9 @@ enum Unavailable {
         accounts_added: Vec<String>,
     },
     #[error("{0}")]
-    Cluster(#[from] cluster::ClusterError),
+    Cluster(#[from] client::ClusterError),
     #[error("{0}")]
-    Namespaces(#[from] crate::namespaces::NamespaceError),
+    Namespaces(#[from] crate::cluster::namespaces::NamespaceError),
 }
 
 /// What the exit-3 message adds when ServiceAccounts were written before the tokens failed.
@@ -233,7 +236,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
 async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
     // Loaded, not used yet (no ECR call): the region, and the credentials for when a Secret
     // turns out to be due.
-    let sdk = crate::sdk::load().await;
+    let sdk = crate::aws::sdk::load().await;
     // The caller's own registry is found in the region: without one, no Secret can be judged
     // or written. Said before the cluster is asked anything.
     if config.registries.is_empty() && sdk.region().is_none() {
@@ -243,8 +246,8 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
             accounts_added: Vec::new(),
         });
     }
-    let (client, url) = cluster::connect().await?;
-    let version = cluster::check(&client, &url).await?;
+    let (client, url) = client::connect().await?;
+    let version = client::check(&client, &url).await?;
     info!(api_server = %url, %version, dry_run = config.dry_run, "connected");
 
     // The first page decides whether the cluster lets us in at all: nothing is written before it.
@@ -437,7 +440,7 @@ async fn refresh_secret(
 ) -> Result<Written, NotDone> {
     let config = shared.config;
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
-    let current = secret::get(&api, &config.secret_name)
+    let current = write::get(&api, &config.secret_name)
         .await
         .map_err(|e| NotDone::Failed(e, Seen::default()))?;
     let seen = Seen {
@@ -446,7 +449,7 @@ async fn refresh_secret(
         expires_at: current.as_ref().and_then(due::recorded_expiry),
     };
     let failed = |e| NotDone::Failed(e, seen.clone());
-    let read = secret::judge(current, &shared.policy, SystemTime::now()).map_err(failed)?;
+    let read = write::judge(current, &shared.policy, SystemTime::now()).map_err(failed)?;
     let due = match read.decision {
         Decision::Fresh { expires_at, due_at } => {
             return Ok(Written::fresh(seen.uid.clone(), expires_at, due_at));
@@ -459,7 +462,7 @@ async fn refresh_secret(
     if read.current.is_none()
         && origin == Origin::Named
         && shared.tokens.fetched().is_none()
-        && secret::namespace_missing(&api, &config.secret_name).await
+        && write::namespace_missing(&api, &config.secret_name).await
     {
         return Ok(Written::skipped(SkipReason::NamespaceNotFound));
     }
@@ -467,7 +470,7 @@ async fn refresh_secret(
     // the shutdown grace, as any write in flight.
     let fetched = shared.tokens.get().await.map_err(NotDone::Tokens)?;
     let desired = fetched.desired(config);
-    let mut written = secret::write(&api, namespace, &desired, read.current)
+    let mut written = write::write(&api, namespace, &desired, read.current)
         .await
         .map_err(failed)?;
     // Listed, then gone before its create: deleted during the run, not a name that is wrong.
@@ -498,7 +501,7 @@ async fn write_namespace(
                 secret,
                 // The Secret's, whenever it exists and was read, whatever failed after.
                 uid: seen.uid.as_deref().or(e.uid()),
-                reason: events::reason(&e),
+                reason: e.event_reason(),
                 note: format!("ecr-refresh could not refresh image-pull Secret {secret}: {e}"),
             };
             shared.events.failed(failure).await;

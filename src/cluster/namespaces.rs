@@ -8,8 +8,8 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use tracing::{debug, warn};
 
-use crate::config::Selection;
-use crate::retry::{self, RequestError};
+use crate::cluster::retry::{self, RequestError};
+use crate::cluster::selection::Selection;
 
 /// Namespaces asked for per page; the server may answer fewer.
 const PAGE_SIZE: u32 = 500;

@@ -5,8 +5,8 @@ use std::time::SystemTime;
 use tracing::{Level, error};
 
 use crate::config::Config;
+use crate::pull_secret::write::{SkipReason, Written};
 use crate::report::{AccountOutcome, Outcome, Report, Summary, exit};
-use crate::secret::{SkipReason, Written};
 
 pub fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
     let error = format!("left undone: {reason}; the next run covers it");

@@ -9,7 +9,7 @@ use kube::client::retry::RetryPolicy;
 use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 
-use crate::retry::{self, ATTEMPT_TIMEOUT, RequestError};
+use crate::cluster::retry::{self, ATTEMPT_TIMEOUT, RequestError};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Throttling (429) and unavailability (503, 504): retried this many times, waiting as the

@@ -17,11 +17,12 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use tracing::debug;
 
-use crate::docker_config::{self, Credential, UnreadableDockerConfig};
-use crate::due::{self, Decision, Policy};
-use crate::names::SecretName;
+use crate::aws::ecr::Credential;
+use crate::cluster::names::SecretName;
+use crate::cluster::retry::{self, RequestError};
+use crate::pull_secret::docker_config::{self, UnreadableDockerConfig};
+use crate::pull_secret::due::{self, Decision, Policy};
 use crate::report::Outcome;
-use crate::retry::{self, RequestError};
 
 pub use crate::pull_secret::{
     DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, FIELD_MANAGER, LAST_APPLIED_ANNOTATION,
@@ -174,6 +175,18 @@ pub enum SecretError {
 }
 
 impl SecretError {
+    /// The CamelCase `reason` of the Event for a Secret that could not be refreshed.
+    pub fn event_reason(&self) -> &'static str {
+        match self {
+            Self::WrongType { .. } => "WrongSecretType",
+            Self::Immutable { .. } => "ImmutableSecret",
+            Self::Unreadable(_) => "UnreadableSecret",
+            Self::Forbidden { .. } => "Forbidden",
+            Self::Request { .. } => "RefreshFailed",
+            Self::Contended => "RefreshContended",
+        }
+    }
+
     /// The uid of the Secret the error is about, when it was read.
     pub fn uid(&self) -> Option<&str> {
         match self {

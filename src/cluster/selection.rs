@@ -3,8 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::cluster::names::NamespaceName;
 use crate::glob::Glob;
-use crate::names::NamespaceName;
 
 /// Which namespaces a run covers, before the API server's label selector narrows them.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::Secret;
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 
-use crate::docker_config::{self, UnreadableDockerConfig, is_entry_for};
+use crate::aws::registry::{RegistryHost, normalize};
+use crate::pull_secret::docker_config::{self, UnreadableDockerConfig, is_entry_for};
 use crate::pull_secret::{
     DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, REGISTRIES_ANNOTATION, last_applied_holds_ours,
 };
-use crate::registry::{RegistryHost, normalize};
 
 /// The registries a Secret that is not due holds our entries for: every host a run writes.
 #[derive(Debug, Clone, Copy)]
@@ -322,7 +322,7 @@ mod tests {
     use secrecy::SecretString;
 
     use super::*;
-    use crate::docker_config::Credential;
+    use crate::aws::ecr::Credential;
     use crate::pull_secret::LAST_APPLIED_ANNOTATION;
 
     const A: &str = "111111111111.dkr.ecr.us-east-1.amazonaws.com";

@@ -11,13 +11,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::registry::{RegistryHost, normalize};
-
-/// One registry's credentials, as they go into `auths`.
-pub struct Credential<'a> {
-    pub registry: &'a RegistryHost,
-    pub password: &'a SecretString,
-}
+use crate::aws::ecr::Credential;
+use crate::aws::registry::normalize;
 
 /// The merged `.dockerconfigjson` bytes. They hold passwords: `Debug` does not print them.
 pub struct DockerConfigJson {
@@ -247,6 +242,7 @@ mod tests {
     use std::str::FromStr;
 
     use super::*;
+    use crate::aws::registry::RegistryHost;
 
     const A: &str = "111111111111.dkr.ecr.eu-west-1.amazonaws.com";
     const B: &str = "222222222222.dkr.ecr.us-east-1.amazonaws.com";

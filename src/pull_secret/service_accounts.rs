@@ -9,10 +9,10 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
-use crate::names::{SecretName, ServiceAccountName};
+use crate::cluster::names::{SecretName, ServiceAccountName};
+use crate::cluster::retry::{self, RequestError};
+use crate::pull_secret::write::FIELD_MANAGER;
 use crate::report::AccountOutcome;
-use crate::retry::{self, RequestError};
-use crate::secret::FIELD_MANAGER;
 
 const ATTEMPTS: usize = 5;
 

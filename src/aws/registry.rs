@@ -2,7 +2,7 @@
 //!
 //! A private registry's host is `<account>.dkr.ecr[-fips].<region>.<dnsSuffix>`, and its
 //! dual-stack host `<account>.dkr-ecr[-fips].<region>.<dual-stack suffix>`, where the suffixes
-//! are those of the region's partition in the AWS SDK's partition data ([`crate::partition`]):
+//! are those of the region's partition in the AWS SDK's partition data ([`crate::aws::partition`]):
 //! a partition the data names is accepted without a change here. The kubelet matches `auths`
 //! keys to the image's host exactly, so each spelling is its own entry.
 //!
@@ -20,7 +20,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::partition::{Partition, Partitions};
+use crate::aws::partition::{Partition, Partitions};
 
 /// ECR Public's only token region: its GetAuthorizationToken is served in us-east-1.
 pub const PUBLIC_REGION: &str = "us-east-1";
@@ -593,7 +593,7 @@ mod tests {
     #[test]
     fn a_partition_the_data_adds_is_accepted_with_its_suffixes() {
         // A partition from the data alone: what the next partition the SDK learns of needs.
-        let partitions = crate::partition::with_new_partition(true, true);
+        let partitions = crate::aws::partition::with_new_partition(true, true);
         let host = RegistryHost::parse_in(
             "123456789012.dkr.ecr-fips.nw-north-1.amazonaws.new",
             &partitions,
@@ -615,7 +615,7 @@ mod tests {
 
     #[test]
     fn a_partition_without_dual_stack_or_fips_has_no_such_hosts() {
-        let partitions = crate::partition::with_new_partition(false, false);
+        let partitions = crate::aws::partition::with_new_partition(false, false);
         let host =
             RegistryHost::parse_in("123456789012.dkr.ecr.nw-north-1.amazonaws.new", &partitions)
                 .unwrap();

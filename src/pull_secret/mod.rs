@@ -1,11 +1,17 @@
-//! What a pull Secret written by ecr-refresh holds, by name: its type, data key, label and
-//! annotations, and kubectl's copy of an old password. The writer (secret.rs) and the due
-//! decision (due.rs) both read them from here.
+//! The pull Secret: what one written by ecr-refresh holds, by name (its type, data key, label
+//! and annotations, and kubectl's copy of an old password), and the modules that build it
+//! (`docker_config`), decide whether it is due (`due`), write it (`write`) and wire it into
+//! ServiceAccounts (`service_accounts`).
+
+pub mod docker_config;
+pub mod due;
+pub mod service_accounts;
+pub mod write;
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::docker_config::{self, is_entry_for};
+use docker_config::is_entry_for;
 
 pub const FIELD_MANAGER: &str = "ecr-refresh";
 pub const SECRET_TYPE: &str = "kubernetes.io/dockerconfigjson";

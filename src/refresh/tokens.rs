@@ -7,9 +7,9 @@ use aws_config::SdkConfig;
 use tokio::sync::OnceCell;
 use tracing::info;
 
+use crate::aws::{ecr, login};
 use crate::config::Config;
-use crate::secret::Desired;
-use crate::{ecr, login};
+use crate::pull_secret::write::Desired;
 
 /// Why the run's tokens could not be had: then no namespace is written.
 #[derive(Debug, thiserror::Error)]

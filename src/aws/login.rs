@@ -19,7 +19,7 @@ use reqwest::{Client, StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
 use tracing::info;
 
-use crate::ecr::{RegionToken, Tokens};
+use crate::aws::ecr::{RegionToken, Tokens};
 use crate::logging::error_chain;
 
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -301,8 +301,8 @@ mod tests {
     use aws_sdk_ecr::primitives::DateTime;
 
     use super::*;
-    use crate::ecr::TokenApi;
-    use crate::registry::RegistryHost;
+    use crate::aws::ecr::TokenApi;
+    use crate::aws::registry::RegistryHost;
 
     fn token(api: TokenApi, hosts: &[&str], proxy_endpoints: &[&str]) -> RegionToken {
         RegionToken {

@@ -10,8 +10,13 @@ use base64::Engine as _;
 use secrecy::SecretString;
 use tracing::{debug, warn};
 
-use crate::docker_config::Credential;
-use crate::registry::{NoDualStack, PUBLIC_REGION, RegistryHost};
+use crate::aws::registry::{NoDualStack, PUBLIC_REGION, RegistryHost};
+
+/// One registry's credentials, as they go into `auths`.
+pub struct Credential<'a> {
+    pub registry: &'a RegistryHost,
+    pub password: &'a SecretString,
+}
 
 /// ECR Public's token among the expiries by token (the metric's `region` label).
 pub const PUBLIC_TOKEN_KEY: &str = "ecr-public";
@@ -380,7 +385,7 @@ mod tests {
 
     #[test]
     fn dual_stack_is_refused_for_a_registry_whose_partition_has_none() {
-        let partitions = crate::partition::with_new_partition(true, false);
+        let partitions = crate::aws::partition::with_new_partition(true, false);
         let own =
             RegistryHost::parse_in("123456789012.dkr.ecr.nw-north-1.amazonaws.new", &partitions)
                 .unwrap();

@@ -22,8 +22,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use tracing::{debug, warn};
 
-use crate::retry;
-use crate::secret::SecretError;
+use crate::cluster::retry;
 
 /// `reportingController`: who wrote the Event (a qualified name).
 pub const REPORTING_CONTROLLER: &str = "ecr-refresh";
@@ -45,18 +44,6 @@ const NOTE_LIMIT: usize = 1024;
 const INSTANCE_LIMIT: usize = 128;
 /// Object names are DNS subdomains, at most 253 characters.
 const NAME_LIMIT: usize = 253;
-
-/// The CamelCase `reason` for a Secret that could not be refreshed.
-pub fn reason(error: &SecretError) -> &'static str {
-    match error {
-        SecretError::WrongType { .. } => "WrongSecretType",
-        SecretError::Immutable { .. } => "ImmutableSecret",
-        SecretError::Unreadable(_) => "UnreadableSecret",
-        SecretError::Forbidden { .. } => "Forbidden",
-        SecretError::Request { .. } => "RefreshFailed",
-        SecretError::Contended => "RefreshContended",
-    }
-}
 
 /// `reason` when the Secret was written but a ServiceAccount could not be given it.
 pub const SERVICE_ACCOUNT_FAILED: &str = "ServiceAccountFailed";

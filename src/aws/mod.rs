@@ -1,0 +1,7 @@
+//! AWS: the SDK's configuration, ECR tokens, partitions, registry hosts and the registry login.
+
+pub mod ecr;
+pub mod login;
+pub mod partition;
+pub mod registry;
+pub mod sdk;

@@ -1,0 +1,8 @@
+//! The Kubernetes side: the API client and its retry, namespace selection, object names, Events.
+
+pub mod client;
+pub mod events;
+pub mod names;
+pub mod namespaces;
+pub mod retry;
+pub mod selection;
