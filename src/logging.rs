@@ -21,10 +21,11 @@ pub enum LogFormat {
 impl FromStr for LogFormat {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
+        // Any letter case, as the booleans take.
+        match s.to_ascii_lowercase().as_str() {
             "text" => Ok(Self::Text),
             "json" => Ok(Self::Json),
-            _ => Err("must be 'text' or 'json'".into()),
+            _ => Err("must be 'text' or 'json' (any letter case)".into()),
         }
     }
 }

@@ -155,10 +155,16 @@ impl Report {
     }
 
     /// The summary as compact JSON under the kubelet's 4096-byte limit: the counts always,
-    /// then as many failed namespaces as fit.
+    /// then as many names of failed and missing namespaces and of registries as fit, with
+    /// `truncated` set when any list was cut (each list's `_total` says how long it was).
     pub fn termination_message(&self, extra: &Summary) -> String {
         let mut failed: Vec<&str> = self.failed.iter().map(String::as_str).collect();
+        let mut not_found: Vec<&str> = self.not_found.iter().map(String::as_str).collect();
+        let mut registries: Vec<&str> = extra.registries.iter().map(String::as_str).collect();
         loop {
+            let truncated = failed.len() < self.failed.len()
+                || not_found.len() < self.not_found.len()
+                || registries.len() < extra.registries.len();
             let message = serde_json::json!({
                 "exit_code": self.exit_code(),
                 "outcomes": self.outcomes,
@@ -167,18 +173,29 @@ impl Report {
                 "failed_total": self.failed.len(),
                 "failed_truncated": failed.len() < self.failed.len(),
                 "listing_incomplete": self.listing_incomplete,
-                "not_found": self.not_found,
-                "registries": extra.registries,
+                "not_found": not_found,
+                "not_found_total": self.not_found.len(),
+                "registries": registries,
+                "registries_total": extra.registries.len(),
+                "truncated": truncated,
                 "token_expires_at": extra.token_expires_at,
                 "elapsed_ms": extra.elapsed_ms,
             })
             .to_string();
-            if message.len() < TERMINATION_MESSAGE_LIMIT || failed.is_empty() {
+            if message.len() < TERMINATION_MESSAGE_LIMIT {
                 return message;
             }
-            // Shrink geometrically: 10,000 names take a handful of passes, not thousands.
-            let keep = failed.len() * (TERMINATION_MESSAGE_LIMIT - 512) / message.len();
-            failed.truncate(keep.min(failed.len() - 1));
+            // Cut the longest list, geometrically: 10,000 names take a handful of passes.
+            let longest = [&mut failed, &mut not_found, &mut registries]
+                .into_iter()
+                .max_by_key(|list| list.iter().map(|s| s.len() + 3).sum::<usize>())
+                .expect("three lists");
+            if longest.is_empty() {
+                return message;
+            }
+            let keep = longest.len() * (TERMINATION_MESSAGE_LIMIT - 512) / message.len();
+            let keep = keep.min(longest.len() - 1);
+            longest.truncate(keep);
         }
     }
 }
@@ -304,6 +321,43 @@ mod tests {
         assert_eq!(value["outcomes"]["failed"], 10_000);
         assert_eq!(value["failed_total"], 10_000);
         assert_eq!(value["failed_truncated"], true);
+        assert_eq!(value["truncated"], true);
         assert!(value["failed"].as_array().unwrap().len() > 50);
+    }
+
+    #[test]
+    fn the_termination_message_fits_with_many_missing_namespaces_and_registries() {
+        let mut r = Report::default();
+        r.not_found = (0..2_000)
+            .map(|i| format!("listed-but-missing-{i:05}"))
+            .collect();
+        let summary = Summary {
+            registries: (0..300)
+                .map(|i| format!("{:012}.dkr.ecr.eu-west-1.amazonaws.com", i))
+                .collect(),
+            ..Summary::default()
+        };
+        let message = r.termination_message(&summary);
+        assert!(message.len() < 4096, "{} bytes", message.len());
+        let value: serde_json::Value =
+            serde_json::from_str(&message).expect("JSON, not a cut prefix");
+        assert_eq!(value["truncated"], true);
+        assert_eq!(value["not_found_total"], 2_000);
+        assert_eq!(value["registries_total"], 300);
+        assert_eq!(value["failed_truncated"], false);
+        let shown = value["not_found"].as_array().unwrap().len()
+            + value["registries"].as_array().unwrap().len();
+        assert!(shown > 40, "as many names as fit: {shown}");
+        assert_eq!(value["exit_code"], 1);
+    }
+
+    #[test]
+    fn a_short_message_is_not_marked_truncated() {
+        let mut r = Report::default();
+        r.not_found = vec!["team-x".into()];
+        let value: serde_json::Value =
+            serde_json::from_str(&r.termination_message(&Summary::default())).unwrap();
+        assert_eq!(value["truncated"], false);
+        assert_eq!(value["not_found"], serde_json::json!(["team-x"]));
     }
 }

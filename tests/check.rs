@@ -566,9 +566,8 @@ fn a_login_the_registry_refuses_is_reported_with_its_answer_and_the_token_is_nev
     let output = h
         .command(&[
             ("ECR_REFRESH_VERIFY_LOGIN", "true"),
-            // reqwest's proxy variable that kube does not read: kube, built without its
-            // http-proxy feature, refuses to start when HTTPS_PROXY is set.
-            ("ALL_PROXY", &proxy.url),
+            // For the registry login; NO_PROXY keeps the API server (on loopback) direct.
+            ("HTTPS_PROXY", &proxy.url),
             ("NO_PROXY", "127.0.0.1,localhost"),
             ("SSL_CERT_FILE", registry.certificate.to_str().unwrap()),
         ])

@@ -522,3 +522,47 @@ fn an_answer_the_client_cannot_parse_is_never_printed() {
         run.stderr
     );
 }
+
+#[test]
+fn an_off_cluster_run_behind_a_proxy_sends_the_api_server_direct_when_no_proxy_names_it() {
+    // Nothing listens on a port the OS just handed out and took back: a proxy that is down.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+
+    // HTTPS_PROXY set for AWS, NO_PROXY naming the cluster: the API server is reached directly.
+    let run = h.run(&[
+        ("HTTPS_PROXY", &dead),
+        ("HTTP_PROXY", &dead),
+        ("NO_PROXY", "127.0.0.1,localhost"),
+    ]);
+    run.expect_code(0);
+    assert_eq!(run.outcome("team-a"), "created");
+
+    // Without NO_PROXY naming it, the API server is reached through the proxy.
+    let cluster: std::net::SocketAddr = h
+        .cluster
+        .url()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("the fake cluster's loopback address");
+    let proxy = common::registry::ConnectProxy::start(cluster);
+    h.namespaces(&["team-b"]);
+    // The fake ECR, by the name NO_PROXY holds: the AWS SDK reads the proxy variables too.
+    let ecr = h.ecr.url().replace("127.0.0.1", "localhost");
+    let run = h.run(&[
+        ("HTTPS_PROXY", &proxy.url),
+        ("HTTP_PROXY", &proxy.url),
+        ("NO_PROXY", "localhost"),
+        ("AWS_ENDPOINT_URL_ECR", &ecr),
+    ]);
+    run.expect_code(0);
+    assert_eq!(run.outcome("team-b"), "created");
+    assert!(
+        !proxy.targets.lock().unwrap().is_empty(),
+        "the API server was reached through the proxy"
+    );
+}

@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use hyper_util::client::proxy::matcher::Matcher;
 use kube::Client;
 use kube::client::ClientBuilder;
 use kube::client::retry::RetryPolicy;
@@ -46,6 +47,16 @@ pub async fn connect() -> Result<(Client, String), ClusterError> {
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(ATTEMPT_TIMEOUT);
     config.write_timeout = Some(ATTEMPT_TIMEOUT);
+    let environment = ["HTTPS_PROXY", "https_proxy"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|v| !v.trim().is_empty());
+    config.proxy_url = proxy_for_cluster(
+        &config.cluster_url,
+        config.proxy_url.take(),
+        environment.as_deref(),
+        &Matcher::from_env(),
+    );
     let url = config.cluster_url.to_string();
     let policy = RetryPolicy::new(
         THROTTLE_FIRST_DELAY,
@@ -63,6 +74,26 @@ pub async fn connect() -> Result<(Client, String), ClusterError> {
         .with_layer(&RetryLayer::new(policy))
         .build();
     Ok((client, url))
+}
+
+/// The proxy to reach the API server through. kube takes a kubeconfig's `proxy-url`, else
+/// HTTPS_PROXY, and (5.0) matches NO_PROXY against the proxy's own address, not the server's.
+/// A proxy from the environment is dropped when NO_PROXY names the server, as curl and Go's
+/// net/http do; a kubeconfig's `proxy-url` is the user's word for this cluster, and stays.
+fn proxy_for_cluster(
+    cluster: &http::Uri,
+    chosen: Option<http::Uri>,
+    https_proxy_variable: Option<&str>,
+    environment: &Matcher,
+) -> Option<http::Uri> {
+    let chosen = chosen?;
+    let from_environment = https_proxy_variable
+        .and_then(|v| v.trim().parse::<http::Uri>().ok())
+        .is_some_and(|env| env == chosen);
+    if from_environment && environment.intercept(cluster).is_none() {
+        return None;
+    }
+    Some(chosen)
 }
 
 /// Asks for /version, which every authenticated caller may read: fails fast, before any
@@ -110,4 +141,50 @@ pub fn api_requests() -> impl Iterator<Item = (&'static str, u64)> {
         .iter()
         .zip(API_REQUESTS.iter())
         .map(|(m, n)| (*m, n.load(Ordering::Relaxed)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uri(s: &str) -> http::Uri {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn no_proxy_naming_the_api_server_sends_it_direct_and_keeps_the_proxy_for_others() {
+        const PROXY: &str = "http://proxy.corp:3128";
+        let matcher = Matcher::builder()
+            .https(PROXY)
+            .no("k8s.corp.internal,10.0.0.0/8")
+            .build();
+        let from_env = |cluster: &str| {
+            proxy_for_cluster(&uri(cluster), Some(uri(PROXY)), Some(PROXY), &matcher)
+        };
+        assert_eq!(from_env("https://k8s.corp.internal:6443"), None);
+        assert_eq!(from_env("https://10.1.2.3:6443"), None);
+        assert_eq!(from_env("https://k8s.elsewhere:6443"), Some(uri(PROXY)));
+    }
+
+    #[test]
+    fn a_kubeconfig_proxy_url_stays_whatever_no_proxy_says() {
+        let matcher = Matcher::builder()
+            .https("http://proxy.corp:3128")
+            .no("k8s.corp.internal")
+            .build();
+        let kubeconfigs = Some(uri("http://jump.corp:8080"));
+        assert_eq!(
+            proxy_for_cluster(
+                &uri("https://k8s.corp.internal:6443"),
+                kubeconfigs.clone(),
+                Some("http://proxy.corp:3128"),
+                &matcher
+            ),
+            kubeconfigs
+        );
+        assert_eq!(
+            proxy_for_cluster(&uri("https://k8s.corp.internal"), None, None, &matcher),
+            None
+        );
+    }
 }

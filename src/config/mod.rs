@@ -32,6 +32,10 @@ pub const PREFIX: &str = "ECR_REFRESH_";
 
 const DEFAULT_SECRET_NAME: &str = "aws-ecr-token";
 const DEFAULT_CONCURRENCY: usize = 16;
+/// Taken out of the selection unless ECR_REFRESH_EXCLUDE_NAMESPACES is set: no pod pulls an
+/// image in them (kube-public holds the cluster-info ConfigMap, kube-node-lease the kubelets'
+/// Leases), so a Secret there is one more object with a token to keep and nothing to serve.
+pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 2] = ["kube-public", "kube-node-lease"];
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// An ECR token's whole life: by default every run renews every Secret.
 const DEFAULT_RENEW_BEFORE: Duration = Duration::from_secs(12 * 3600);
@@ -77,10 +81,11 @@ pub enum Mode {
 impl FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
+        // Any letter case, as the booleans take.
+        match s.to_ascii_lowercase().as_str() {
             "refresh" => Ok(Self::Refresh),
             "check" => Ok(Self::Check),
-            _ => Err("must be 'refresh' or 'check'".into()),
+            _ => Err("must be 'refresh' or 'check' (any letter case)".into()),
         }
     }
 }
@@ -176,7 +181,7 @@ impl Config {
                 .map_err(|accepted| invalid("ECR_REFRESH_NAMESPACES", &v, accepted))?,
         };
         let exclude = match raw.exclude_namespaces {
-            None => Vec::new(),
+            None => default_exclusions(&include),
             Some(v) => parse_list(&v, Glob::from_str)
                 .map_err(|accepted| invalid("ECR_REFRESH_EXCLUDE_NAMESPACES", &v, accepted))?,
         };
@@ -303,9 +308,32 @@ fn every_twin_exists(registries: &[RegistryHost], value: &str) -> Result<(), Con
 fn invalid(variable: &'static str, value: &str, accepted: String) -> ConfigError {
     ConfigError::Invalid {
         variable,
-        value: value.to_owned(),
-        accepted,
+        value: redact_userinfo(value),
+        // The reason may quote the value (a list's item), so it is redacted as well.
+        accepted: redact_userinfo(&accepted),
     }
+}
+
+/// The value as an error may show it, in a log line and in the termination message: the
+/// userinfo of every URL in it (`scheme://user:password@host`) is replaced, since a refused
+/// URL can carry a credential.
+pub fn redact_userinfo(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(scheme_end) = rest.find("://") {
+        let authority_start = scheme_end + 3;
+        out.push_str(&rest[..authority_start]);
+        rest = &rest[authority_start..];
+        let authority_end = rest
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            out.push_str("[redacted]@");
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn parse_or<T>(
@@ -328,6 +356,22 @@ fn parse_opt<T>(
     value
         .map(|v| parse(v.trim()).map_err(|accepted| invalid(variable, &v, accepted)))
         .transpose()
+}
+
+/// The default exclusions, less any namespace named literally in ECR_REFRESH_NAMESPACES: a
+/// name someone wrote out wins over a default they may not know of.
+fn default_exclusions(include: &Include) -> Vec<Glob> {
+    DEFAULT_EXCLUDED_NAMESPACES
+        .iter()
+        .filter(|name| match include {
+            Include::All => true,
+            Include::Names(names) => !names.iter().any(|n| n.as_str() == **name),
+            Include::Patterns(globs) => {
+                !globs.iter().any(|g| g.is_literal() && g.as_str() == **name)
+            }
+        })
+        .map(|name| Glob::from_str(name).expect("the default exclusions are valid globs"))
+        .collect()
 }
 
 /// `all` (or `*`), or names and globs; literal names only allow the run to skip listing.

@@ -24,7 +24,11 @@ impl FromStr for PushgatewayUrl {
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
             return Err(format!("{ACCEPTED} (http or https, with a host)"));
         }
-        if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+        if url.query().is_some()
+            || url.fragment().is_some()
+            || !url.username().is_empty()
+            || url.password().is_some()
+        {
             return Err(format!(
                 "{ACCEPTED}, without a query, fragment or credentials"
             ));

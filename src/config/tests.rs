@@ -240,3 +240,79 @@ fn dual_stack_is_refused_for_a_registry_whose_partition_has_no_dual_stack_hosts(
         "{err}"
     );
 }
+
+#[test]
+fn mode_and_log_format_take_any_letter_case_as_the_booleans_do() {
+    let c = config(&[
+        ("ECR_REFRESH_MODE", "Check"),
+        ("ECR_REFRESH_LOG_FORMAT", "JSON"),
+        ("ECR_REFRESH_DRY_RUN", "TRUE"),
+    ])
+    .unwrap();
+    assert_eq!(c.mode, Mode::Check);
+    assert_eq!(c.log_format, LogFormat::Json);
+    assert!(c.dry_run);
+    let e = error(&[("ECR_REFRESH_LOG_FORMAT", "yaml")]);
+    assert!(
+        e.contains("must be 'text' or 'json' (any letter case)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn kube_public_and_kube_node_lease_are_left_out_by_default() {
+    let c = config(&[]).unwrap();
+    let out: Vec<&str> = c.selection.exclude.iter().map(Glob::as_str).collect();
+    assert_eq!(out, ["kube-public", "kube-node-lease"]);
+    // Setting the variable replaces the default.
+    let c = config(&[("ECR_REFRESH_EXCLUDE_NAMESPACES", "legacy-*")]).unwrap();
+    let out: Vec<&str> = c.selection.exclude.iter().map(Glob::as_str).collect();
+    assert_eq!(out, ["legacy-*"]);
+}
+
+#[test]
+fn a_namespace_named_literally_wins_over_the_default_exclusions() {
+    let c = config(&[("ECR_REFRESH_NAMESPACES", "kube-public,team-*")]).unwrap();
+    let out: Vec<&str> = c.selection.exclude.iter().map(Glob::as_str).collect();
+    assert_eq!(out, ["kube-node-lease"]);
+    let c = config(&[("ECR_REFRESH_NAMESPACES", "kube-node-lease")]).unwrap();
+    assert_eq!(
+        c.selection.literal_names().unwrap(),
+        [&NamespaceName::from_str("kube-node-lease").unwrap()]
+    );
+}
+
+#[test]
+fn credentials_in_a_refused_url_never_reach_the_error() {
+    for value in [
+        "ftp://admin:hunter2@pushgateway:9091",
+        "http://admin:hunter2@pushgateway:9091/?x=1",
+        "https://:hunter2@pushgateway:9091",
+    ] {
+        let e = error(&[("ECR_REFRESH_PUSHGATEWAY_URL", value)]);
+        assert!(!e.contains("hunter2"), "{e}");
+        assert!(e.contains("[redacted]@pushgateway:9091"), "{e}");
+    }
+    // Any variable's value, not only the Pushgateway's.
+    let e = error(&[(
+        "ECR_REFRESH_REGISTRIES",
+        "https://AWS:token@123456789012.dkr.ecr.us-east-1.amazonaws.com",
+    )]);
+    assert!(!e.contains("token@"), "{e}");
+}
+
+#[test]
+fn userinfo_is_redacted_in_every_url_of_a_value() {
+    for (value, shown) in [
+        ("http://u:p@h/x", "http://[redacted]@h/x"),
+        (
+            "a http://u@h b https://h2/@x",
+            "a http://[redacted]@h b https://h2/@x",
+        ),
+        ("no url at all", "no url at all"),
+        ("http://h:9091", "http://h:9091"),
+        ("s://u:p@h?q=@", "s://[redacted]@h?q=@"),
+    ] {
+        assert_eq!(redact_userinfo(value), shown, "{value}");
+    }
+}

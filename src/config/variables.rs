@@ -20,7 +20,7 @@ pub const VARIABLES: &[Variable] = &[
         name: "ECR_REFRESH_MODE",
         default: "refresh",
         meaning: "refresh, or check: read-only, report per namespace what keeps its pods from pulling from ECR, write nothing (the same as `ecr-refresh check`)",
-        accepted: "refresh or check",
+        accepted: "refresh or check, in any letter case",
     },
     Variable {
         name: "ECR_REFRESH_SECRET_NAME",
@@ -36,8 +36,8 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "ECR_REFRESH_EXCLUDE_NAMESPACES",
-        default: "none",
-        meaning: "comma-separated globs taken out of the selection",
+        default: "kube-public,kube-node-lease",
+        meaning: "comma-separated globs taken out of the selection; setting it replaces the default (no pod pulls in those two), and a namespace named literally in ECR_REFRESH_NAMESPACES is never taken out by the default",
         accepted: "comma-separated globs",
     },
     Variable {
@@ -80,7 +80,7 @@ pub const VARIABLES: &[Variable] = &[
         name: "ECR_REFRESH_LOG_FORMAT",
         default: "text",
         meaning: "text or json",
-        accepted: "text or json",
+        accepted: "text or json, in any letter case",
     },
     Variable {
         name: "ECR_REFRESH_SERVICE_ACCOUNTS",

@@ -42,14 +42,72 @@ pub fn last_applied_holds_ours(secret: &Secret, hosts: &[&str]) -> bool {
     let Ok(applied) = serde_json::from_str::<serde_json::Value>(text) else {
         return false;
     };
-    let Some(value) = applied["data"][DATA_KEY]
-        .as_str()
-        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
-    else {
-        return false;
+    // `kubectl apply` of a manifest written with `stringData` keeps the docker config as
+    // text there; one written with `data`, base64-encoded.
+    let value = match (&applied["data"][DATA_KEY], &applied["stringData"][DATA_KEY]) {
+        (serde_json::Value::String(b64), _) => {
+            match base64::engine::general_purpose::STANDARD.decode(b64) {
+                Ok(bytes) => bytes,
+                Err(_) => return false,
+            }
+        }
+        (_, serde_json::Value::String(text)) => text.clone().into_bytes(),
+        _ => return false,
     };
     docker_config::auths_keys(&value).is_ok_and(|keys| {
         keys.iter()
             .any(|k| hosts.iter().any(|host| is_entry_for(k, host)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    const HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+
+    fn with_last_applied(applied: serde_json::Value) -> Secret {
+        let mut secret = Secret::default();
+        secret.metadata.annotations = Some(BTreeMap::from([(
+            LAST_APPLIED_ANNOTATION.to_owned(),
+            applied.to_string(),
+        )]));
+        secret
+    }
+
+    fn config(host: &str) -> String {
+        serde_json::json!({"auths": {host: {"username": "AWS", "password": "old"}}}).to_string()
+    }
+
+    #[test]
+    fn kubectls_copy_of_our_password_is_found_under_data_and_under_string_data() {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(config(HOST));
+        for applied in [
+            serde_json::json!({"data": {DATA_KEY: b64}}),
+            serde_json::json!({"stringData": {DATA_KEY: config(HOST)}}),
+        ] {
+            assert!(
+                last_applied_holds_ours(&with_last_applied(applied.clone()), &[HOST]),
+                "{applied}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_last_applied_copy_of_another_registry_is_someone_elses() {
+        for applied in [
+            serde_json::json!({"stringData": {DATA_KEY: config("ghcr.io")}}),
+            serde_json::json!({"stringData": {"other": config(HOST)}}),
+            serde_json::json!({"data": {DATA_KEY: "not base64!"}}),
+            serde_json::json!({"kind": "ConfigMap"}),
+        ] {
+            assert!(
+                !last_applied_holds_ours(&with_last_applied(applied.clone()), &[HOST]),
+                "{applied}"
+            );
+        }
+        assert!(!last_applied_holds_ours(&Secret::default(), &[HOST]));
+    }
 }
