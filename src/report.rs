@@ -327,10 +327,12 @@ mod tests {
 
     #[test]
     fn the_termination_message_fits_with_many_missing_namespaces_and_registries() {
-        let mut r = Report::default();
-        r.not_found = (0..2_000)
-            .map(|i| format!("listed-but-missing-{i:05}"))
-            .collect();
+        let r = Report {
+            not_found: (0..2_000)
+                .map(|i| format!("listed-but-missing-{i:05}"))
+                .collect(),
+            ..Report::default()
+        };
         let summary = Summary {
             registries: (0..300)
                 .map(|i| format!("{:012}.dkr.ecr.eu-west-1.amazonaws.com", i))
@@ -353,8 +355,10 @@ mod tests {
 
     #[test]
     fn a_short_message_is_not_marked_truncated() {
-        let mut r = Report::default();
-        r.not_found = vec!["team-x".into()];
+        let r = Report {
+            not_found: vec!["team-x".into()],
+            ..Report::default()
+        };
         let value: serde_json::Value =
             serde_json::from_str(&r.termination_message(&Summary::default())).unwrap();
         assert_eq!(value["truncated"], false);
