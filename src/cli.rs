@@ -62,7 +62,7 @@ pub fn version() -> String {
 }
 
 /// Variables without our prefix that the binary, the AWS SDK or the Kubernetes client read.
-const OTHER_VARIABLES: &[(&str, &str)] = &[
+pub const OTHER_VARIABLES: &[(&str, &str)] = &[
     (
         "AWS_REGION, AWS_PROFILE",
         "the region (needed unless ECR_REFRESH_REGISTRIES names the registries) and profile, \

@@ -50,6 +50,26 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// What the outcome means, for the reference page of log outcomes.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Self::Created => "the Secret did not exist and was created",
+            Self::Updated => "the Secret was updated in place: the same uid before and after",
+            Self::Recreated => {
+                "the Secret was deleted by someone between our read and our write, and created fresh"
+            }
+            Self::Skipped => {
+                "nothing to write, with a reason (`reason`), such as a namespace that does not exist"
+            }
+            Self::Failed => "the Secret could not be refreshed (`error` says why and what to do)",
+            Self::WouldCreate => "dry run: the Secret would be created",
+            Self::WouldUpdate => "dry run: the Secret would be updated in place",
+            Self::Fresh => "not due (`ECR_REFRESH_RENEW_BEFORE`): left as it is, not written",
+        }
+    }
+}
+
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -71,6 +91,26 @@ pub enum AccountOutcome {
 }
 
 impl AccountOutcome {
+    /// Every outcome, for the reference page.
+    pub const ALL: [AccountOutcome; 5] = [
+        Self::Added,
+        Self::Present,
+        Self::Missing,
+        Self::WouldAdd,
+        Self::Failed,
+    ];
+
+    /// What the outcome means, for the reference page of log outcomes.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Self::Added => "our Secret was appended to the ServiceAccount's imagePullSecrets",
+            Self::Present => "our Secret was listed already: nothing written",
+            Self::Missing => "the ServiceAccount does not exist (yet): the next run covers it",
+            Self::WouldAdd => "dry run: our Secret would be appended",
+            Self::Failed => "the ServiceAccount could not be given our Secret",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Added => "added",

@@ -47,6 +47,52 @@ const NAME_LIMIT: usize = 253;
 
 /// `reason` when the Secret was written but a ServiceAccount could not be given it.
 pub const SERVICE_ACCOUNT_FAILED: &str = "ServiceAccountFailed";
+/// `reason`s for a Secret that could not be refreshed (`SecretError::event_reason`).
+pub const WRONG_TYPE: &str = "WrongSecretType";
+pub const IMMUTABLE: &str = "ImmutableSecret";
+pub const UNREADABLE: &str = "UnreadableSecret";
+pub const FORBIDDEN: &str = "Forbidden";
+pub const REFRESH_FAILED: &str = "RefreshFailed";
+pub const CONTENDED: &str = "RefreshContended";
+
+/// Every `reason` a run's Events carry, with what it means: the reference page is made from it.
+pub const REASONS: &[(&str, &str)] = &[
+    (
+        WRONG_TYPE,
+        "a Secret of our name exists with another type than kubernetes.io/dockerconfigjson: it \
+         is someone else's, and left as it is",
+    ),
+    (
+        IMMUTABLE,
+        "the Secret is marked immutable: it can't be updated in place, and is never deleted",
+    ),
+    (
+        UNREADABLE,
+        "the Secret's .dockerconfigjson is not a docker config we can merge into without losing \
+         entries: fix or remove it",
+    ),
+    (
+        FORBIDDEN,
+        "the API server (RBAC or the admission policy) refused the write",
+    ),
+    (
+        REFRESH_FAILED,
+        "the write failed for another reason, after its retries",
+    ),
+    (
+        CONTENDED,
+        "someone else kept changing the Secret between our read and our write",
+    ),
+    (
+        SERVICE_ACCOUNT_FAILED,
+        "the Secret was written, but a ServiceAccount in ECR_REFRESH_SERVICE_ACCOUNTS could \
+         not be given it",
+    ),
+    (
+        MORE_FAILED,
+        "the summary, in the run's own namespace, of the failed namespaces past the first LIMIT",
+    ),
+];
 
 /// One namespace's failure, as its Event tells it.
 #[derive(Debug)]

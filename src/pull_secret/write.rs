@@ -18,6 +18,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use tracing::debug;
 
 use crate::aws::ecr::Credential;
+use crate::cluster::events;
 use crate::cluster::names::SecretName;
 use crate::cluster::retry::{self, RequestError};
 use crate::pull_secret::docker_config::{self, UnreadableDockerConfig};
@@ -178,12 +179,12 @@ impl SecretError {
     /// The CamelCase `reason` of the Event for a Secret that could not be refreshed.
     pub fn event_reason(&self) -> &'static str {
         match self {
-            Self::WrongType { .. } => "WrongSecretType",
-            Self::Immutable { .. } => "ImmutableSecret",
-            Self::Unreadable(_) => "UnreadableSecret",
-            Self::Forbidden { .. } => "Forbidden",
-            Self::Request { .. } => "RefreshFailed",
-            Self::Contended => "RefreshContended",
+            Self::WrongType { .. } => events::WRONG_TYPE,
+            Self::Immutable { .. } => events::IMMUTABLE,
+            Self::Unreadable(_) => events::UNREADABLE,
+            Self::Forbidden { .. } => events::FORBIDDEN,
+            Self::Request { .. } => events::REFRESH_FAILED,
+            Self::Contended => events::CONTENDED,
         }
     }
 
