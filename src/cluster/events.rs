@@ -215,12 +215,23 @@ impl Events {
             ),
             Err(e) if e.code() == Some(403) => {
                 if !self.warned_forbidden.swap(true, Ordering::Relaxed) {
-                    warn!(
-                        namespace,
-                        error = %e,
-                        "not allowed to write Events for failed namespaces (warned once per run); grant \
-                         create on events.k8s.io events (see manifests/), or set ECR_REFRESH_EVENTS=false"
-                    );
+                    let error = e.to_string();
+                    if refused_by_admission_policy(&error) {
+                        warn!(
+                            namespace,
+                            error,
+                            "an admission policy refused the Event for a failed namespace (warned once \
+                             per run): RBAC allowed it, so there is nothing to grant; the error names the \
+                             policy and what it checks, or set ECR_REFRESH_EVENTS=false"
+                        );
+                    } else {
+                        warn!(
+                            namespace,
+                            error,
+                            "not allowed to write Events for failed namespaces (warned once per run); grant \
+                             create on events.k8s.io events (see manifests/), or set ECR_REFRESH_EVENTS=false"
+                        );
+                    }
                 }
             }
             Err(e) => self.warn_other(namespace, &e.to_string()),
@@ -237,6 +248,14 @@ impl Events {
             );
         }
     }
+}
+
+/// Whether a 403 came from an admission policy rather than RBAC. kube-apiserver 1.37 words a
+/// policy's denial `<kind> "<name>" is forbidden: ValidatingAdmissionPolicy '<name>' with
+/// binding '<binding>' denied request: ...` (as tests/real_admission.rs sees it), and an RBAC
+/// denial `... is forbidden: User "..." cannot create resource ...`.
+fn refused_by_admission_policy(error: &str) -> bool {
+    error.contains("ValidatingAdmissionPolicy '") && error.contains("denied request")
 }
 
 /// What the summary says: how many, and as many of their names (in order) as fit the note.
@@ -331,6 +350,17 @@ pub fn event(failure: &Failure<'_>, now: SystemTime, instance: &str) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policys_denial_is_told_from_an_rbac_refusal() {
+        let policy = "events.events.k8s.io \"x\" is forbidden: ValidatingAdmissionPolicy \
+                      'ecr-refresh' with binding 'ecr-refresh' denied request: only Events about \
+                      the Secret aws-ecr-token";
+        let rbac = "events.events.k8s.io is forbidden: User \"system:serviceaccount:ecr-refresh:\
+                    ecr-refresh\" cannot create resource \"events\" in API group \"events.k8s.io\"";
+        assert!(refused_by_admission_policy(policy));
+        assert!(!refused_by_admission_policy(rbac));
+    }
     use std::time::{Duration, UNIX_EPOCH};
 
     fn failure(note: String) -> Failure<'static> {
