@@ -28,9 +28,13 @@ fn page(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A Markdown table cell: pipes escaped, one line.
+/// A Markdown table cell: pipes and angle brackets escaped (`<account>` is text, not an HTML
+/// tag), one line.
 fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
+    text.replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\n', " ")
 }
 
 fn configuration() -> String {
