@@ -34,6 +34,7 @@ use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
 use crate::pull_secret::REGISTRIES_ANNOTATION;
 use crate::report::{exit, termination_error};
+use crate::run::Rules;
 use crate::termination::write_termination_message;
 pub use findings::{Finding, Group};
 use findings::{SecretState, secret_findings};
@@ -167,6 +168,7 @@ pub async fn run(
 struct Shared<'a> {
     config: &'a Config,
     client: Client,
+    rules: Rules<'a>,
     region: Option<String>,
     logins: Logins,
     /// Whether the "pods were not checked" line was logged.
@@ -195,6 +197,7 @@ async fn check(
     let shared = Shared {
         config,
         client,
+        rules: Rules::new(config, region.clone()),
         region,
         logins: Logins::new(),
         pods_refused: AtomicBool::new(false),
@@ -296,25 +299,7 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String) -> Checked {
     let secrets: Api<Secret> = Api::namespaced(shared.client.clone(), &namespace);
     let (secret, state) = match retry::send("get secret", || secrets.get_opt(secret_name)).await {
         Ok(secret) => {
-            let managed = managed(config, shared.region.as_deref(), secret.as_ref());
-            let mut state = secret_findings(
-                secret.as_ref(),
-                &managed.hosts,
-                config.renew_before,
-                SystemTime::now(),
-            );
-            if managed.hosts.is_empty()
-                && let Some(region) = &managed.any_in_region
-                && state.findings.is_empty()
-                && !state.entries.iter().any(|e| {
-                    RegistryHost::from_str(e)
-                        .is_ok_and(|h| h.region() == region.as_str() && !h.is_public())
-                })
-            {
-                state.findings.push(Finding::NoEntry(format!(
-                    "(the caller's own registry in {region})"
-                )));
-            }
+            let state = secret_findings(secret.as_ref(), &shared.rules.policy(), SystemTime::now());
             (secret, state)
         }
         Err(e) => {
@@ -369,7 +354,14 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String) -> Checked {
         findings.extend(pods::pod_findings(pods, &cx));
         findings.extend(logins.into_values());
     }
-    log_namespace(&namespace, secret_name, &findings, pods.is_some(), ecr_pods);
+    let line = Line {
+        namespace: &namespace,
+        secret: secret_name,
+        due: state.due.as_deref(),
+        pods_checked: pods.is_some(),
+        ecr_pods,
+    };
+    log_namespace(&line, &findings);
     Checked {
         namespace,
         findings,
@@ -466,13 +458,24 @@ async fn logins(
     refused
 }
 
-fn log_namespace(
-    namespace: &str,
-    secret: &str,
-    findings: &[Finding],
+/// What a namespace's line says besides its findings.
+struct Line<'a> {
+    namespace: &'a str,
+    secret: &'a str,
+    /// A refresh's `due`, when the Secret's findings come from it.
+    due: Option<&'a str>,
     pods_checked: bool,
     ecr_pods: usize,
-) {
+}
+
+fn log_namespace(line: &Line<'_>, findings: &[Finding]) {
+    let Line {
+        namespace,
+        secret,
+        due,
+        pods_checked,
+        ecr_pods,
+    } = *line;
     if findings.is_empty() {
         info!(
             namespace,
@@ -492,6 +495,7 @@ fn log_namespace(
         outcome = FINDINGS,
         findings = %text.join("; "),
         finding_kinds = %kinds.join(","),
+        due,
         pods_checked,
         ecr_pods,
         "findings"

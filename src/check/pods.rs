@@ -250,7 +250,7 @@ fn explain(image: &EcrImage, not_wired: bool, cx: &Context<'_>, message: &str) -
         .secret
         .findings
         .iter()
-        .filter(|f| f.blocks_every_pull() || matches!(f, Finding::NoEntry(h) if h == host))
+        .filter(|f| f.may_block_our_pulls() || matches!(f, Finding::NoEntry(h) if h == host))
         .map(Finding::kind)
         .map(str::to_owned)
         .collect();

@@ -23,10 +23,11 @@ use crate::cluster::namespaces::{Candidate, Origin, Pages};
 use crate::cluster::{client, events};
 use crate::config::Config;
 use crate::metrics;
-use crate::pull_secret::due::{self, Decision, Policy, Registries};
+use crate::pull_secret::due::{self, Decision, Policy};
 use crate::pull_secret::service_accounts;
 use crate::pull_secret::write::{self, SecretError, SkipReason, Written};
 use crate::report::{self, AccountOutcome, Outcome, Report, Summary, exit};
+use crate::run::Rules;
 use crate::termination::write_termination_message;
 use lines::{log_left_undone, log_summary, log_written};
 use stop::Stop;
@@ -175,18 +176,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         cell: OnceCell::new(),
     };
     let region = prepared.sdk.region().map(|r| r.as_ref().to_owned());
-    // Every host a write puts in `auths`: a Secret holding exactly these is not due for them.
-    let written = ecr::with_twins(config.registries.clone(), config.dual_stack).expect(
-        "Config::from_env refuses DUAL_STACK for a configured registry without a dual-stack form",
-    );
-    let registries = if config.registries.is_empty() {
-        Registries::Own {
-            region: region.as_deref(),
-            dual_stack: config.dual_stack,
-        }
-    } else {
-        Registries::Configured(&written)
-    };
+    let rules = Rules::new(config, region);
     let events = events::Events::new(
         &prepared.client,
         config.events,
@@ -196,10 +186,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
     let shared = Shared {
         config,
         client: &prepared.client,
-        policy: Policy {
-            renew_before: config.renew_before,
-            registries,
-        },
+        policy: rules.policy(),
         tokens: &tokens,
         stop: &stop,
         events: &events,
