@@ -14,17 +14,16 @@ mod metrics;
 mod pods;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::convert::Infallible;
 use std::future::Future;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use kube::api::ListParams;
 use kube::{Api, Client};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::aws::registry::{RegistryHost, normalize};
 use crate::aws::sdk;
@@ -32,10 +31,13 @@ use crate::cluster::client;
 use crate::cluster::namespaces::{Candidate, Pages};
 use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
+use crate::config::pushgateway::Pushgateway;
 use crate::pull_secret::REGISTRIES_ANNOTATION;
-use crate::report::{exit, termination_error};
+use crate::report::exit;
 use crate::run::Rules;
-use crate::termination::write_termination_message;
+use crate::run::end::{Finished, Unavailable, end};
+use crate::run::pages::{Driver, Visit, each_namespace};
+use crate::run::stop::Stop;
 pub use findings::{Finding, Group};
 use findings::{SecretState, secret_findings};
 use login::Logins;
@@ -109,20 +111,18 @@ impl Tally {
     }
 }
 
-/// Why a check could check nothing.
-#[derive(Debug, thiserror::Error)]
-enum Unavailable {
-    #[error(
-        "no AWS region: ECR_REFRESH_REGISTRIES is empty, so the registry is the caller's own in \
-         AWS_REGION; set AWS_REGION or ECR_REFRESH_REGISTRIES"
-    )]
-    NoRegion,
-    #[error("{0}")]
-    Cluster(#[from] client::ClusterError),
-    #[error("{0}")]
-    Namespaces(#[from] crate::cluster::namespaces::NamespaceError),
-    #[error("stopped before any namespace was checked: {0}")]
-    Stopped(&'static str),
+impl Finished for Tally {
+    fn exit_code(&self) -> u8 {
+        Tally::exit_code(self)
+    }
+
+    fn log_summary(&self, elapsed_ms: u64) {
+        log_summary(self, elapsed_ms);
+    }
+
+    fn termination_message(&self, elapsed_ms: u64) -> String {
+        Tally::termination_message(self, elapsed_ms)
+    }
 }
 
 /// Runs one check and returns the process exit code.
@@ -131,37 +131,18 @@ pub async fn run(
     shutdown: impl Future<Output = &'static str> + Send + 'static,
 ) -> u8 {
     let started = Instant::now();
-    let stopped = Arc::new(std::sync::Mutex::new(None::<&'static str>));
-    let stop = {
-        let stopped = Arc::clone(&stopped);
-        tokio::spawn(async move {
-            let reason = shutdown.await;
-            *stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
-        })
+    let result = check(config, &Stop::new(shutdown)).await;
+    let push = async |gateway: &Pushgateway, code, duration, tally: Option<&Tally>| {
+        metrics::push(gateway, code, duration, tally).await;
     };
-    let result = check(config, &stopped).await;
-    stop.abort();
-    let elapsed_ms = started.elapsed().as_millis() as u64;
-    let (code, message, tally) = match result {
-        Ok(tally) => {
-            let code = tally.exit_code();
-            log_summary(&tally, elapsed_ms);
-            (code, tally.termination_message(elapsed_ms), Some(tally))
-        }
-        Err(e) => {
-            let code = match e {
-                Unavailable::Stopped(_) => exit::FAILED,
-                _ => exit::UNAVAILABLE,
-            };
-            error!(error = %e, exit_code = code, "check failed: nothing was checked");
-            (code, termination_error(code, &e.to_string()), None)
-        }
-    };
-    write_termination_message(config.termination_log.as_deref(), &message).await;
-    if let Some(gateway) = &config.pushgateway {
-        metrics::push(gateway, code, started.elapsed(), tally.as_ref()).await;
-    }
-    code
+    end(
+        config,
+        started,
+        result,
+        "check failed: nothing was checked",
+        push,
+    )
+    .await
 }
 
 /// What every namespace's check shares.
@@ -176,11 +157,35 @@ struct Shared<'a> {
     accounts_refused: AtomicBool,
 }
 
-async fn check(
-    config: &Config,
-    stopped: &std::sync::Mutex<Option<&'static str>>,
-) -> Result<Tally, Unavailable> {
-    let stop_reason = || *stopped.lock().unwrap_or_else(|p| p.into_inner());
+async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
+    let (shared, pages, first) = tokio::select! {
+        prepared = prepare(config) => prepared?,
+        reason = stop.stopping() => return Err(Unavailable::Stopped { reason, done: "checked" }),
+    };
+    let driver = Driver {
+        stop,
+        concurrency: config.concurrency,
+        done: "checked",
+    };
+    let visit = |candidate: Candidate| async {
+        Ok::<_, Infallible>(check_namespace(&shared, candidate.name).await)
+    };
+    let count = |tally: &mut Tally, visit: Visit<Checked>| match visit {
+        Visit::Done(checked) => record(tally, checked),
+        Visit::Undone(_) | Visit::Abandoned(_) => tally.unchecked += 1,
+    };
+    let (mut tally, listing_incomplete) =
+        match each_namespace(pages, first, driver, visit, count, Tally::default()).await {
+            Ok(done) => done,
+            Err(never) => match never {},
+        };
+    tally.listing_incomplete = listing_incomplete;
+    Ok(tally)
+}
+
+/// The region, the cluster and the first namespace page: what a check needs before its first
+/// namespace.
+async fn prepare(config: &Config) -> Result<(Shared<'_>, Pages<'_>, Vec<Candidate>), Unavailable> {
     let region = if config.registries.is_empty() {
         Some(sdk::region().await.ok_or(Unavailable::NoRegion)?)
     } else {
@@ -191,9 +196,6 @@ async fn check(
     info!(api_server = %url, %version, mode = "check", "connected");
     let mut pages = Pages::new(client.clone(), &config.selection);
     let first = pages.next().await.transpose()?.unwrap_or_default();
-    if let Some(reason) = stop_reason() {
-        return Err(Unavailable::Stopped(reason));
-    }
     let shared = Shared {
         config,
         client,
@@ -203,35 +205,7 @@ async fn check(
         pods_refused: AtomicBool::new(false),
         accounts_refused: AtomicBool::new(false),
     };
-
-    let mut tally = Tally::default();
-    let mut page = Some(first);
-    while let Some(candidates) = page.take() {
-        let (todo, left): (Vec<Candidate>, Vec<Candidate>) = candidates
-            .into_iter()
-            .partition(|_| stop_reason().is_none());
-        let mut checks = futures::stream::iter(todo)
-            .map(|candidate| check_namespace(&shared, candidate.name))
-            .buffer_unordered(config.concurrency);
-        while let Some(checked) = checks.next().await {
-            record(&mut tally, checked);
-        }
-        tally.unchecked += left.len();
-        if let Some(reason) = stop_reason() {
-            tally.listing_incomplete |= pages.has_more();
-            warn!(reason, "check stopped: namespaces left unchecked");
-            break;
-        }
-        match pages.next().await {
-            None => {}
-            Some(Ok(next)) => page = Some(next),
-            Some(Err(e)) => {
-                error!(error = %e, "namespace list stopped: namespaces on later pages were not checked");
-                tally.listing_incomplete = true;
-            }
-        }
-    }
-    Ok(tally)
+    Ok((shared, pages, first))
 }
 
 fn record(tally: &mut Tally, checked: Checked) {

@@ -1,5 +1,10 @@
-//! What the two modes share: the rules a Secret is judged by. A refresh writes a Secret they
-//! call due; a check reports it.
+//! What the two modes share: the rules a Secret is judged by (a refresh writes a Secret they
+//! call due; a check reports it), the stop, the namespace driver over the list pages, and the
+//! end of a run.
+
+pub mod end;
+pub mod pages;
+pub mod stop;
 
 use crate::aws::ecr;
 use crate::aws::registry::RegistryHost;
