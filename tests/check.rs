@@ -799,3 +799,40 @@ fn our_entry_edited_by_hand_is_a_finding_where_a_refresh_says_entries_changed() 
     assert_eq!(run.finding_kinds("edited"), ["entries-changed"]);
     assert_eq!(run.outcome("untouched"), "ok");
 }
+
+#[test]
+fn a_check_stops_at_its_deadline_between_namespaces_as_a_refresh_does() {
+    let h = Harness::new();
+    let names = ["a-slow", "b-undone", "c-undone"];
+    refreshed(&h, &names, &[]);
+    h.cluster.add_fault(fake_cluster::Fault::slow(
+        Some("GET"),
+        "/namespaces/a-slow/secrets/",
+        Duration::from_secs(4),
+    ));
+
+    // One at a time: a-slow is in flight at the deadline and finishes within the grace; the
+    // others are never started.
+    let started = std::time::Instant::now();
+    let run = check(
+        &h,
+        &[
+            ("ECR_REFRESH_NAMESPACES", "a-slow,b-undone,c-undone"),
+            ("ECR_REFRESH_CONCURRENCY", "1"),
+            ("ECR_REFRESH_TIMEOUT", "1s"),
+        ],
+    );
+
+    run.expect_code(1);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(run.outcome("a-slow"), "ok");
+    assert_eq!(run.summary()["namespaces"], 1, "{}", run.stdout);
+    assert_eq!(run.summary()["unchecked"], 2, "{}", run.stdout);
+    let message: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert_eq!(message["unchecked"], 2);
+}
