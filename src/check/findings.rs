@@ -308,16 +308,12 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use base64::Engine as _;
     use k8s_openapi::ByteString;
-    use secrecy::SecretString;
 
     use super::*;
-    use crate::aws::ecr::Credential;
+    use crate::pull_secret::due::fixtures::{annotate, last_applied, ours};
     use crate::pull_secret::due::{Decision, Registries};
-    use crate::pull_secret::{
-        DIGEST_ANNOTATION, EXPIRES_ANNOTATION, LAST_APPLIED_ANNOTATION, REGISTRIES_ANNOTATION,
-    };
+    use crate::pull_secret::{EXPIRES_ANNOTATION, LAST_APPLIED_ANNOTATION, REGISTRIES_ANNOTATION};
 
     const HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
     const OTHER: &str = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
@@ -336,59 +332,12 @@ mod tests {
         humantime::format_rfc3339_seconds(t).to_string()
     }
 
-    /// A Secret as a refresh writes it, for `written`, expiring at `expires`.
-    fn ours(written: &[&str], expires: &str) -> Secret {
-        let hosts: Vec<RegistryHost> = written.iter().map(|h| h.parse().unwrap()).collect();
-        let password = SecretString::from("pw-a-long-random-token");
-        let credentials: Vec<Credential> = hosts
-            .iter()
-            .map(|registry| Credential {
-                registry,
-                password: &password,
-            })
-            .collect();
-        let value = docker_config::merge(None, &credentials, &[])
-            .unwrap()
-            .into_bytes();
-        let mut secret = Secret {
-            type_: Some(SECRET_TYPE.into()),
-            ..Secret::default()
-        };
-        secret.metadata.annotations = Some(BTreeMap::from([
-            (EXPIRES_ANNOTATION.to_owned(), expires.to_owned()),
-            (REGISTRIES_ANNOTATION.to_owned(), written.join(",")),
-            (
-                DIGEST_ANNOTATION.to_owned(),
-                due::value_digest(&value, written).unwrap(),
-            ),
-        ]));
-        secret.data = Some(BTreeMap::from([(DATA_KEY.to_owned(), ByteString(value))]));
-        secret
-    }
-
-    fn annotate(mut secret: Secret, key: &str, value: Option<&str>) -> Secret {
-        let annotations = secret.metadata.annotations.get_or_insert_default();
-        match value {
-            Some(v) => annotations.insert(key.to_owned(), v.to_owned()),
-            None => annotations.remove(key),
-        };
-        secret
-    }
-
     fn edited(mut secret: Secret, from: &str, to: &str) -> Secret {
         let value = &mut secret.data.as_mut().unwrap().get_mut(DATA_KEY).unwrap().0;
         let text = String::from_utf8(value.clone()).unwrap();
         assert!(text.contains(from), "{text}");
         *value = text.replace(from, to).into_bytes();
         secret
-    }
-
-    fn last_applied() -> String {
-        let value = format!(r#"{{"auths":{{"{HOST}":{{"password":"old"}}}}}}"#);
-        serde_json::json!({
-            "data": { DATA_KEY: base64::engine::general_purpose::STANDARD.encode(value) }
-        })
-        .to_string()
     }
 
     fn kinds(state: &SecretState) -> Vec<&'static str> {
@@ -506,7 +455,7 @@ mod tests {
                 Some(annotate(
                     fresh.clone(),
                     LAST_APPLIED_ANNOTATION,
-                    Some(&last_applied()),
+                    Some(&last_applied(HOST)),
                 )),
                 8,
                 Some("last-applied-holds-password"),

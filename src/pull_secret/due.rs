@@ -384,16 +384,88 @@ pub fn value_digest(value: &[u8], hosts: &[&str]) -> Result<String, UnreadableDo
     Ok(digest(&docker_config::auths(value)?, hosts))
 }
 
+/// Secrets as a refresh leaves them, and the edits others make, for the tests of every module
+/// that judges one.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use std::collections::BTreeMap;
+    use std::str::FromStr;
+
+    use base64::Engine as _;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    use secrecy::SecretString;
+
+    use super::value_digest;
+    use crate::aws::ecr::Credential;
+    use crate::aws::registry::RegistryHost;
+    use crate::pull_secret::{
+        DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, REGISTRIES_ANNOTATION, SECRET_TYPE,
+        docker_config,
+    };
+
+    /// A Secret as our write leaves it: entries for `written`, the record, expiring at `expires`.
+    pub fn ours(written: &[&str], expires: &str) -> Secret {
+        let registries: Vec<RegistryHost> = written
+            .iter()
+            .map(|h| RegistryHost::from_str(h).expect("a registry host"))
+            .collect();
+        let password = SecretString::from("pw-a-long-random-token");
+        let credentials: Vec<Credential> = registries
+            .iter()
+            .map(|registry| Credential {
+                registry,
+                password: &password,
+            })
+            .collect();
+        let value = docker_config::merge(
+            Some(br#"{"auths":{"ghcr.io":{"auth":"Zm9vOmJhcg=="}}}"#),
+            &credentials,
+            &[],
+        )
+        .unwrap()
+        .into_bytes();
+        let digest = value_digest(&value, written).unwrap();
+        let mut secret = Secret {
+            type_: Some(SECRET_TYPE.to_owned()),
+            ..Secret::default()
+        };
+        secret.metadata.annotations = Some(BTreeMap::from([
+            (EXPIRES_ANNOTATION.to_owned(), expires.to_owned()),
+            (REGISTRIES_ANNOTATION.to_owned(), written.join(",")),
+            (DIGEST_ANNOTATION.to_owned(), digest),
+        ]));
+        secret.data = Some(BTreeMap::from([(DATA_KEY.to_owned(), ByteString(value))]));
+        secret
+    }
+
+    pub fn annotate(mut secret: Secret, key: &str, value: Option<&str>) -> Secret {
+        let annotations = secret.metadata.annotations.get_or_insert_default();
+        match value {
+            Some(v) => annotations.insert(key.to_owned(), v.to_owned()),
+            None => annotations.remove(key),
+        };
+        secret
+    }
+
+    /// kubectl's last-applied annotation, holding a password for `host`.
+    pub fn last_applied(host: &str) -> String {
+        let value = format!(r#"{{"auths":{{"https://{host}":{{"password":"old"}}}}}}"#);
+        serde_json::json!({
+            "data": { DATA_KEY: base64::engine::general_purpose::STANDARD.encode(value) }
+        })
+        .to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
-    use base64::Engine as _;
     use k8s_openapi::ByteString;
-    use secrecy::SecretString;
 
+    use super::fixtures::{annotate, last_applied, ours};
     use super::*;
-    use crate::aws::ecr::Credential;
     use crate::pull_secret::LAST_APPLIED_ANNOTATION;
 
     const A: &str = "111111111111.dkr.ecr.us-east-1.amazonaws.com";
@@ -414,44 +486,6 @@ mod tests {
             .collect()
     }
 
-    /// A Secret as our write leaves it: entries for `written`, the record, expiring at `expires`.
-    fn ours(written: &[&str], expires: &str) -> Secret {
-        let registries = hosts(written);
-        let password = SecretString::from("pw-a-long-random-token");
-        let credentials: Vec<Credential> = registries
-            .iter()
-            .map(|registry| Credential {
-                registry,
-                password: &password,
-            })
-            .collect();
-        let value = docker_config::merge(
-            Some(br#"{"auths":{"ghcr.io":{"auth":"Zm9vOmJhcg=="}}}"#),
-            &credentials,
-            &[],
-        )
-        .unwrap()
-        .into_bytes();
-        let digest = value_digest(&value, written).unwrap();
-        let mut secret = Secret::default();
-        secret.metadata.annotations = Some(BTreeMap::from([
-            (EXPIRES_ANNOTATION.to_owned(), expires.to_owned()),
-            (REGISTRIES_ANNOTATION.to_owned(), written.join(",")),
-            (DIGEST_ANNOTATION.to_owned(), digest),
-        ]));
-        secret.data = Some(BTreeMap::from([(DATA_KEY.to_owned(), ByteString(value))]));
-        secret
-    }
-
-    fn annotate(mut secret: Secret, key: &str, value: Option<&str>) -> Secret {
-        let annotations = secret.metadata.annotations.get_or_insert_default();
-        match value {
-            Some(v) => annotations.insert(key.to_owned(), v.to_owned()),
-            None => annotations.remove(key),
-        };
-        secret
-    }
-
     fn with_value(mut secret: Secret, value: &str) -> Secret {
         secret.data = Some(BTreeMap::from([(
             DATA_KEY.to_owned(),
@@ -462,14 +496,6 @@ mod tests {
 
     fn value_of(secret: &Secret) -> String {
         String::from_utf8(secret.data.as_ref().unwrap()[DATA_KEY].0.clone()).unwrap()
-    }
-
-    fn last_applied(host: &str) -> String {
-        let value = format!(r#"{{"auths":{{"https://{host}":{{"password":"old"}}}}}}"#);
-        serde_json::json!({
-            "data": { DATA_KEY: base64::engine::general_purpose::STANDARD.encode(value) }
-        })
-        .to_string()
     }
 
     #[test]
