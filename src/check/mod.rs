@@ -25,14 +25,14 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use tracing::{info, warn};
 
-use crate::aws::registry::{RegistryHost, normalize};
+use crate::aws::registry::RegistryHost;
 use crate::aws::sdk;
 use crate::cluster::client;
 use crate::cluster::namespaces::{Candidate, Pages};
 use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
-use crate::pull_secret::REGISTRIES_ANNOTATION;
+use crate::pull_secret::due;
 use crate::report::exit;
 use crate::run::Rules;
 use crate::run::end::{Finished, Unavailable, end};
@@ -229,16 +229,13 @@ fn managed(config: &Config, region: Option<&str>, secret: Option<&Secret>) -> Ma
     let mut any_in_region = None;
     if hosts.is_empty() {
         // The caller's own registry: the account is only known from our last write.
-        let recorded = secret
-            .and_then(|s| s.metadata.annotations.as_ref())
-            .and_then(|a| a.get(REGISTRIES_ANNOTATION))
-            .map(|v| {
-                v.split(',')
-                    .filter_map(|h| RegistryHost::from_str(&normalize(h)).ok())
-                    .filter(|h| Some(h.region()) == region && !h.is_dual_stack())
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
+        let recorded: Vec<RegistryHost> = secret
+            .map(due::recorded_hosts)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|h| RegistryHost::from_str(h).ok())
+            .filter(|h| Some(h.region()) == region && !h.is_dual_stack())
+            .collect();
         if recorded.is_empty() {
             any_in_region = region.map(str::to_owned);
         }

@@ -225,15 +225,20 @@ fn expiry(
     Ok((expires_at, due_at))
 }
 
-/// Why the Secret's content is due: its registries, then our entries (only when the registries
-/// are right: a missing or stale one changes them anyway), then kubectl's copy of a password.
-fn content(secret: &Secret, policy: &Policy<'_>) -> Vec<Due> {
-    let recorded: BTreeSet<String> = annotation(secret, REGISTRIES_ANNOTATION)
+/// The hosts our last write recorded (`ecr-refresh/registries`), as the kubelet matches them.
+pub fn recorded_hosts(secret: &Secret) -> BTreeSet<String> {
+    annotation(secret, REGISTRIES_ANNOTATION)
         .unwrap_or_default()
         .split(',')
         .map(normalize)
         .filter(|h| !h.is_empty())
-        .collect();
+        .collect()
+}
+
+/// Why the Secret's content is due: its registries, then our entries (only when the registries
+/// are right: a missing or stale one changes them anyway), then kubectl's copy of a password.
+fn content(secret: &Secret, policy: &Policy<'_>) -> Vec<Due> {
+    let recorded = recorded_hosts(secret);
     let entries = match secret
         .data
         .as_ref()
