@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::aws::registry::{RegistryHost, normalize};
-use crate::pull_secret::due::{self, Due, Policy, TOKEN_LIFETIME};
+use crate::pull_secret::due::{self, Due, Policy, Registries, TOKEN_LIFETIME};
 use crate::pull_secret::write::{self, SecretError};
 use crate::pull_secret::{DATA_KEY, SECRET_TYPE, docker_config};
 
@@ -282,7 +282,7 @@ pub fn secret_findings(
             }
             // No entry at all, as the kubelet reads the Secret; or an entry ecr-refresh did not
             // record as its own, which the next refresh replaces.
-            Due::MissingRegistry(host) if !state.entries.contains(host) => {
+            Due::MissingRegistry(host) if !has_entry(&state.entries, host, policy) => {
                 missing.push(host.clone());
             }
             other => state.findings.push(Finding::Due {
@@ -303,6 +303,19 @@ pub fn secret_findings(
     state
 }
 
+/// Whether the Secret has an entry the kubelet would use for `host`: for the caller's own
+/// registry, which only ECR can name (`due` says "the caller's own registry in REGION"), any
+/// private registry in the region.
+fn has_entry(entries: &BTreeSet<String>, host: &str, policy: &Policy<'_>) -> bool {
+    match (RegistryHost::from_str(host), policy.registries) {
+        (Ok(_), _) => entries.contains(host),
+        (Err(_), Registries::Own { region, .. }) => entries.iter().any(|e| {
+            RegistryHost::from_str(e).is_ok_and(|h| Some(h.region()) == region && !h.is_public())
+        }),
+        (Err(_), Registries::Configured(_)) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -311,8 +324,8 @@ mod tests {
     use k8s_openapi::ByteString;
 
     use super::*;
+    use crate::pull_secret::due::Decision;
     use crate::pull_secret::due::fixtures::{annotate, last_applied, ours};
-    use crate::pull_secret::due::{Decision, Registries};
     use crate::pull_secret::{EXPIRES_ANNOTATION, LAST_APPLIED_ANNOTATION, REGISTRIES_ANNOTATION};
 
     const HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
@@ -568,6 +581,34 @@ mod tests {
                 "no entry for registry 123456789012.dkr-ecr.us-east-1.on.aws".to_owned(),
                 "no entry for registry 210987654321.dkr-ecr.eu-west-1.on.aws".to_owned(),
             ]
+        );
+    }
+
+    #[test]
+    fn without_configured_registries_an_unrecorded_entry_in_the_region_is_not_no_entry() {
+        let own = Policy {
+            renew_before: HOUR * 8,
+            registries: Registries::Own {
+                region: Some("us-east-1"),
+                dual_stack: false,
+            },
+        };
+        let unrecorded = annotate(ours(&[HOST], &at(11)), REGISTRIES_ANNOTATION, Some(""));
+        let state = secret_findings(Some(&unrecorded), &own, now());
+        assert_eq!(kinds(&state), ["missing-registry"]);
+        let elsewhere = Policy {
+            registries: Registries::Own {
+                region: Some("eu-west-1"),
+                dual_stack: false,
+            },
+            ..own
+        };
+        let state = secret_findings(Some(&unrecorded), &elsewhere, now());
+        assert_eq!(
+            state.findings,
+            [Finding::NoEntry(
+                "(the caller's own registry in eu-west-1)".into()
+            )]
         );
     }
 }
