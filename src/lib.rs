@@ -6,6 +6,7 @@
 //! - `cluster`: the API server client, its retry, namespaces, names and Events;
 //! - `pull_secret`: the docker config, the due decision, the write and the ServiceAccounts;
 //! - `config`, `metrics`, `termination`, `cli`: the run's inputs and outputs;
+//! - `run`: what the two modes share;
 //! - `refresh` and `check`: the two modes.
 #![forbid(unsafe_code)]
 
@@ -20,4 +21,5 @@ pub mod metrics;
 pub mod pull_secret;
 pub mod refresh;
 pub mod report;
+pub mod run;
 pub mod termination;

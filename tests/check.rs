@@ -684,3 +684,154 @@ fn a_check_pushes_its_whole_answer_under_its_own_job_and_leaves_the_refreshs_met
         Some(0.0)
     );
 }
+
+// A check judges a Secret with the refresh's own decision (issue 33.1 a to c): where a refresh's
+// dry run says a Secret is due, the check reports it, with the refresh's `due` words.
+
+/// The Secret re-seeded as `manager` after `change`, as a hand edit leaves it.
+fn edited(h: &Harness, ns: &str, manager: &str, change: impl FnOnce(&mut Value)) {
+    let mut secret = h.secret(ns).expect("written");
+    secret["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("managedFields");
+    change(&mut secret);
+    h.cluster.seed(Resource::Secrets, secret, manager);
+}
+
+/// A dry run's `due` for `ns`, and the check's findings there, with the same environment.
+fn due_and_check(h: &Harness, ns: &str, env: &[(&str, &str)]) -> (String, Run) {
+    let mut dry = env.to_vec();
+    dry.push(("ECR_REFRESH_DRY_RUN", "true"));
+    let before = h.secret(ns);
+    let refresh = h.run(&dry);
+    refresh.expect_code(0);
+    assert_eq!(h.secret(ns), before, "a dry run changes nothing");
+    let due = refresh.line(ns)["due"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a dry run says why {ns} is due:\n{}", refresh.stdout))
+        .to_owned();
+    (due, check(h, env))
+}
+
+#[test]
+fn a_secret_without_a_recorded_expiry_is_a_finding_where_a_refresh_says_no_expiry() {
+    let h = Harness::new();
+    h.namespaces(&["old-loop"]);
+    // What the old `kubectl create secret docker-registry` loop left: a week-old token, no record.
+    let config = json!({"auths": {REGISTRY: {
+        "username": "AWS", "password": "a-week-old-token", "auth": b64("AWS:a-week-old-token")}}});
+    h.seed_secret(
+        "old-loop",
+        "kubectl-create",
+        json!({"type": "kubernetes.io/dockerconfigjson",
+               "data": {".dockerconfigjson": b64(&config.to_string())}}),
+    );
+
+    let (due, run) = due_and_check(&h, "old-loop", &[]);
+
+    assert_eq!(due, "no-expiry");
+    run.expect_code(1);
+    // Its entry is not one ecr-refresh recorded as its own: the refresh's next reason.
+    assert_eq!(
+        run.finding_kinds("old-loop"),
+        ["no-expiry", "missing-registry"]
+    );
+    assert!(
+        run.findings("old-loop").starts_with("no-expiry: "),
+        "{}",
+        run.findings("old-loop")
+    );
+    assert_eq!(run.line("old-loop")["due"], due.as_str());
+}
+
+#[test]
+fn a_forged_far_future_expiry_is_a_finding_where_a_refresh_says_implausible_expiry() {
+    let h = Harness::new();
+    refreshed(&h, &["frozen"], &[]);
+    edited(&h, "frozen", "kubectl-edit", |s| {
+        s["metadata"]["annotations"]["ecr-refresh/token-expires-at"] =
+            json!("9999-12-31T23:59:59Z");
+    });
+
+    let (due, run) = due_and_check(&h, "frozen", &[]);
+
+    assert_eq!(
+        due,
+        "implausible-expiry 9999-12-31T23:59:59Z (a token lives 12h)"
+    );
+    run.expect_code(1);
+    assert_eq!(run.finding_kinds("frozen"), ["implausible-expiry"]);
+    assert!(
+        run.findings("frozen").starts_with(&format!("{due}: ")),
+        "{}",
+        run.findings("frozen")
+    );
+    assert_eq!(run.line("frozen")["due"], due.as_str());
+}
+
+#[test]
+fn our_entry_edited_by_hand_is_a_finding_where_a_refresh_says_entries_changed() {
+    let h = Harness::new();
+    refreshed(&h, &["edited", "untouched"], &[]);
+    edited(&h, "edited", "kubectl-edit", |s| {
+        let text = String::from_utf8(docker_config_bytes(s)).expect("UTF-8");
+        let ours = password(s, REGISTRY);
+        assert!(text.contains(&ours), "{text}");
+        s["data"][".dockerconfigjson"] = json!(b64(&text.replace(&ours, "typed-by-hand")));
+    });
+    // With RENEW_BEFORE under a token's life a refresh names the edit, not the expiry.
+    let renew = [("ECR_REFRESH_RENEW_BEFORE", "8h")];
+
+    let (due, run) = due_and_check(&h, "edited", &renew);
+
+    assert_eq!(due, "entries-changed");
+    run.expect_code(1);
+    assert_eq!(run.finding_kinds("edited"), ["entries-changed"]);
+    assert_eq!(run.line("edited")["due"], due.as_str());
+    assert_eq!(run.outcome("untouched"), "ok");
+
+    // With the default RENEW_BEFORE (every run rewrites every Secret) the edit is still a
+    // finding: pods pull with the edited password until the next run.
+    let run = check(&h, &[]);
+    run.expect_code(1);
+    assert_eq!(run.finding_kinds("edited"), ["entries-changed"]);
+    assert_eq!(run.outcome("untouched"), "ok");
+}
+
+#[test]
+fn a_check_stops_at_its_deadline_between_namespaces_as_a_refresh_does() {
+    let h = Harness::new();
+    let names = ["a-slow", "b-undone", "c-undone"];
+    refreshed(&h, &names, &[]);
+    h.cluster.add_fault(fake_cluster::Fault::slow(
+        Some("GET"),
+        "/namespaces/a-slow/secrets/",
+        Duration::from_secs(4),
+    ));
+
+    // One at a time: a-slow is in flight at the deadline and finishes within the grace; the
+    // others are never started.
+    let started = std::time::Instant::now();
+    let run = check(
+        &h,
+        &[
+            ("ECR_REFRESH_NAMESPACES", "a-slow,b-undone,c-undone"),
+            ("ECR_REFRESH_CONCURRENCY", "1"),
+            ("ECR_REFRESH_TIMEOUT", "1s"),
+        ],
+    );
+
+    run.expect_code(1);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(run.outcome("a-slow"), "ok");
+    assert_eq!(run.summary()["namespaces"], 1, "{}", run.stdout);
+    assert_eq!(run.summary()["unchecked"], 2, "{}", run.stdout);
+    let message: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert_eq!(message["unchecked"], 2);
+}

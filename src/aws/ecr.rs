@@ -23,6 +23,9 @@ pub const PUBLIC_TOKEN_KEY: &str = "ecr-public";
 
 /// How long one GetAuthorizationToken may take, retries included.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an ECR authorization token lives (GetAuthorizationToken: 12 hours): none of ours
+/// expires later than this after its fetch. Every rule about a token's age reads it from here.
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
 /// Which GetAuthorizationToken issued a token: ECR's in a region, or ECR Public's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -336,7 +339,7 @@ fn token_of(
     let password = decode(token.ok_or_else(malformed)?).ok_or_else(malformed)?;
     let expires_at = expires_at
         .copied()
-        .unwrap_or_else(|| DateTime::from(SystemTime::now() + Duration::from_secs(12 * 3600)));
+        .unwrap_or_else(|| DateTime::from(SystemTime::now() + TOKEN_LIFETIME));
     if SystemTime::try_from(expires_at).is_ok_and(|at| at <= SystemTime::now()) {
         // The API just issued it: a past expiry means our clock or theirs is off, not a dead token.
         warn!(

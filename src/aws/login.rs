@@ -14,15 +14,215 @@
 
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, WWW_AUTHENTICATE};
-use reqwest::{Client, StatusCode, Url};
+use reqwest::header::{ACCEPT, AUTHORIZATION, WWW_AUTHENTICATE};
+use reqwest::{Client, Method, Response, StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
 use tracing::info;
+
+use base64::Engine as _;
 
 use crate::aws::ecr::{RegionToken, Tokens};
 use crate::logging::error_chain;
 
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The HTTP client of every login, the refresh's and the check's.
+pub fn client() -> Result<Client, reqwest::Error> {
+    Client::builder().timeout(LOGIN_TIMEOUT).build()
+}
+
+/// A username and password for a registry: `AWS` and an ECR token, or what a Secret stores.
+pub struct Credentials {
+    pub username: String,
+    pub password: SecretString,
+}
+
+/// One request to a registry, as a container runtime sends it.
+pub struct Request<'a> {
+    pub method: Method,
+    pub url: &'a Url,
+    /// The `Accept` header, if any.
+    pub accept: Option<&'static str>,
+}
+
+impl Request<'_> {
+    /// Sends it, with `authorization` (the header's value) if given.
+    pub async fn send(
+        &self,
+        client: &Client,
+        authorization: Option<&SecretString>,
+    ) -> Result<Response, reqwest::Error> {
+        self.send_as(client, self.method.clone(), authorization)
+            .await
+    }
+
+    /// Sends it with another method (a GET for the body a HEAD's answer lacks).
+    pub async fn send_as(
+        &self,
+        client: &Client,
+        method: Method,
+        authorization: Option<&SecretString>,
+    ) -> Result<Response, reqwest::Error> {
+        let mut request = client.request(method, self.url.clone());
+        if let Some(accept) = self.accept {
+            request = request.header(ACCEPT, accept);
+        }
+        if let Some(authorization) = authorization {
+            request = request.header(AUTHORIZATION, authorization.expose_secret());
+        }
+        request.send().await
+    }
+}
+
+/// What a registry answered to a request sent the way it asked.
+pub enum Authenticated {
+    /// The anonymous request was answered 200: the registry asks for no credentials.
+    Anonymous,
+    /// The anonymous request was answered neither 200 nor 401.
+    Unexpected(StatusCode),
+    /// The answer to the request with the credentials, whatever its status; `authorization` is
+    /// the header it carried, for a second request.
+    Sent {
+        /// "basic" or "bearer".
+        scheme: &'static str,
+        response: Response,
+        authorization: SecretString,
+    },
+}
+
+/// Why a request could not be sent the way the registry asked.
+#[derive(Debug)]
+pub enum AuthError {
+    /// The registry (None) or its token service (the URL asked) could not be reached.
+    Unreachable {
+        token_service: Option<String>,
+        reason: String,
+    },
+    /// A challenge that cannot be answered, or a token service that answered no token.
+    Challenge(String),
+    /// The token service (the challenge's realm) refused the credentials.
+    TokenRefused { realm: String, response: Response },
+}
+
+/// Sends `request` as docker and containerd do: anonymous first, to learn how the registry
+/// authenticates (its `WWW-Authenticate` challenge); on 401, again with `credentials` as the
+/// challenge asks: Basic, or a Bearer token from the challenge's realm (the distribution spec's
+/// token auth).
+pub async fn authenticate(
+    client: &Client,
+    request: &Request<'_>,
+    credentials: &Credentials,
+) -> Result<Authenticated, AuthError> {
+    let unreachable = |e: reqwest::Error| AuthError::Unreachable {
+        token_service: None,
+        reason: error_chain(&e),
+    };
+    let anonymous = request.send(client, None).await.map_err(unreachable)?;
+    match anonymous.status() {
+        StatusCode::OK => return Ok(Authenticated::Anonymous),
+        StatusCode::UNAUTHORIZED => {}
+        status => return Ok(Authenticated::Unexpected(status)),
+    }
+    let challenge = anonymous
+        .headers()
+        .get(WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(Challenge::parse)
+        .unwrap_or_default();
+    let (scheme, authorization) = if challenge.scheme.eq_ignore_ascii_case("bearer") {
+        let token = bearer_token(client, request.url, &challenge, credentials).await?;
+        ("bearer", format!("Bearer {}", token.expose_secret()))
+    } else {
+        // Basic, or no challenge at all: basic auth is what ECR and docker login send.
+        let pair = format!(
+            "{}:{}",
+            credentials.username,
+            credentials.password.expose_secret()
+        );
+        (
+            "basic",
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            ),
+        )
+    };
+    let authorization = SecretString::from(authorization);
+    let response = request
+        .send(client, Some(&authorization))
+        .await
+        .map_err(unreachable)?;
+    Ok(Authenticated::Sent {
+        scheme,
+        response,
+        authorization,
+    })
+}
+
+/// `GET <realm>?service=..&scope=..` with the credentials as basic auth: the bearer token.
+async fn bearer_token(
+    client: &Client,
+    url: &Url,
+    challenge: &Challenge,
+    credentials: &Credentials,
+) -> Result<SecretString, AuthError> {
+    let refuse = |reason: String| AuthError::Challenge(reason);
+    let realm = challenge
+        .param("realm")
+        .ok_or_else(|| refuse("a Bearer challenge without a realm".into()))?;
+    let mut token_url = Url::parse(realm)
+        .or_else(|_| url.join(realm))
+        .map_err(|e| refuse(format!("realm {realm:?} is not a URL: {e}")))?;
+    // The password goes to the realm: only over TLS, or to the registry's own host and port.
+    if token_url.scheme() != "https" && token_url.origin() != url.origin() {
+        return Err(refuse(format!(
+            "realm {realm} is neither https nor the registry itself; no credentials were sent there"
+        )));
+    }
+    {
+        let mut query = token_url.query_pairs_mut();
+        for key in ["service", "scope"] {
+            if let Some(value) = challenge.param(key) {
+                query.append_pair(key, value);
+            }
+        }
+    }
+    let asked = token_url.to_string();
+    let unreachable = |e: reqwest::Error| AuthError::Unreachable {
+        token_service: Some(asked.clone()),
+        reason: error_chain(&e),
+    };
+    let response = client
+        .get(token_url)
+        .basic_auth(
+            &credentials.username,
+            Some(credentials.password.expose_secret()),
+        )
+        .send()
+        .await
+        .map_err(unreachable)?;
+    if response.status() != StatusCode::OK {
+        return Err(AuthError::TokenRefused {
+            realm: realm.to_owned(),
+            response,
+        });
+    }
+    let body = response.bytes().await.map_err(unreachable)?;
+    #[derive(serde::Deserialize)]
+    struct TokenResponse {
+        token: Option<String>,
+        access_token: Option<String>,
+    }
+    let parsed: TokenResponse = serde_json::from_slice(&body)
+        .map_err(|_| refuse(format!("the token service {realm} answered no JSON token")))?;
+    // The spec names it `token`; OAuth2-style services send `access_token`.
+    parsed
+        .token
+        .or(parsed.access_token)
+        .filter(|t| !t.is_empty())
+        .map(SecretString::from)
+        .ok_or_else(|| refuse(format!("the token service {realm} answered no token")))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoginError {
@@ -55,10 +255,7 @@ pub enum LoginError {
 /// Tries every token at its registry: the endpoints ECR returned, or, where an API returns none
 /// (ECR Public), the registry hosts themselves.
 pub async fn verify(tokens: &Tokens) -> Result<(), LoginError> {
-    let client = reqwest::Client::builder()
-        .timeout(LOGIN_TIMEOUT)
-        .build()
-        .map_err(|e| LoginError::Client(e.to_string()))?;
+    let client = client().map_err(|e| LoginError::Client(e.to_string()))?;
     for token in &tokens.0 {
         for endpoint in endpoints(token) {
             let auth = login(&client, &endpoint, &token.password).await?;
@@ -92,9 +289,9 @@ pub fn endpoints(token: &RegionToken) -> Vec<String> {
     endpoints
 }
 
-/// One registry: an anonymous `GET /v2/` learns how it authenticates, then the token is used that
-/// way. Returns how it authenticated ("basic", "bearer", or "none" for a registry that asks for
-/// no credentials).
+/// One registry: `GET /v2/` with basic auth `AWS:<password>`, or the bearer token its challenge
+/// asks for. Returns how it authenticated ("basic", "bearer", or "none" for a registry that asks
+/// for no credentials).
 pub async fn login(
     client: &Client,
     endpoint: &str,
@@ -106,132 +303,55 @@ pub async fn login(
             reason: format!("not a URL: {e}"),
         }
     })?;
-    let unreachable = |e: reqwest::Error| LoginError::Unreachable {
-        endpoint: endpoint.to_owned(),
-        reason: error_chain(&e),
+    let request = Request {
+        method: Method::GET,
+        url: &v2,
+        accept: None,
     };
-    let anonymous = client.get(v2.clone()).send().await.map_err(unreachable)?;
-    match anonymous.status() {
-        StatusCode::OK => return Ok("none"),
-        StatusCode::UNAUTHORIZED => {}
-        status => {
+    let credentials = Credentials {
+        username: "AWS".to_owned(),
+        password: password.clone(),
+    };
+    let endpoint = endpoint.to_owned();
+    let sent = match authenticate(client, &request, &credentials).await {
+        Ok(sent) => sent,
+        Err(AuthError::Unreachable {
+            token_service,
+            reason,
+        }) => {
+            return Err(LoginError::Unreachable {
+                endpoint: token_service.unwrap_or(endpoint),
+                reason,
+            });
+        }
+        Err(AuthError::Challenge(reason)) => {
+            return Err(LoginError::Challenge { endpoint, reason });
+        }
+        Err(AuthError::TokenRefused { realm, response }) => {
+            return Err(LoginError::TokenRefused {
+                endpoint,
+                realm,
+                status: response.status().as_u16(),
+            });
+        }
+    };
+    let (scheme, response) = match sent {
+        Authenticated::Anonymous => return Ok("none"),
+        Authenticated::Unexpected(status) => {
             return Err(LoginError::Unexpected {
-                endpoint: endpoint.to_owned(),
+                endpoint,
                 status: status.as_u16(),
             });
         }
-    }
-    let challenge = anonymous
-        .headers()
-        .get(WWW_AUTHENTICATE)
-        .and_then(|v| v.to_str().ok())
-        .map(Challenge::parse)
-        .unwrap_or_default();
-    let (request, auth) = if challenge.scheme.eq_ignore_ascii_case("bearer") {
-        let token = bearer_token(client, endpoint, &v2, &challenge, password).await?;
-        (
-            client
-                .get(v2)
-                .header(AUTHORIZATION, format!("Bearer {}", token.expose_secret())),
-            "bearer",
-        )
-    } else {
-        // Basic, or no challenge at all: basic auth is what ECR and docker login send.
-        (
-            client
-                .get(v2)
-                .basic_auth("AWS", Some(password.expose_secret())),
-            "basic",
-        )
+        Authenticated::Sent {
+            scheme, response, ..
+        } => (scheme, response),
     };
-    let response = request.send().await.map_err(unreachable)?;
     match response.status().as_u16() {
-        200 => Ok(auth),
-        status @ (401 | 403) => Err(LoginError::Refused {
-            endpoint: endpoint.to_owned(),
-            status,
-        }),
-        status => Err(LoginError::Unexpected {
-            endpoint: endpoint.to_owned(),
-            status,
-        }),
+        200 => Ok(scheme),
+        status @ (401 | 403) => Err(LoginError::Refused { endpoint, status }),
+        status => Err(LoginError::Unexpected { endpoint, status }),
     }
-}
-
-/// `GET <realm>?service=..&scope=..` with basic auth `AWS:<password>`: the bearer token.
-async fn bearer_token(
-    client: &Client,
-    endpoint: &str,
-    v2: &Url,
-    challenge: &Challenge,
-    password: &SecretString,
-) -> Result<SecretString, LoginError> {
-    let refuse = |reason: String| LoginError::Challenge {
-        endpoint: endpoint.to_owned(),
-        reason,
-    };
-    let realm = challenge
-        .param("realm")
-        .ok_or_else(|| refuse("a Bearer challenge without a realm".into()))?;
-    let mut url = Url::parse(realm)
-        .or_else(|_| v2.join(realm))
-        .map_err(|e| refuse(format!("realm {realm:?} is not a URL: {e}")))?;
-    // The password goes to the realm: only over TLS, or to the registry's own host and port.
-    let same_origin = url.scheme() == v2.scheme()
-        && url.host_str() == v2.host_str()
-        && url.port_or_known_default() == v2.port_or_known_default();
-    if url.scheme() != "https" && !same_origin {
-        return Err(refuse(format!(
-            "realm {realm} is neither https nor the registry itself; the token is not sent there"
-        )));
-    }
-    {
-        let mut query = url.query_pairs_mut();
-        for key in ["service", "scope"] {
-            if let Some(value) = challenge.param(key) {
-                query.append_pair(key, value);
-            }
-        }
-    }
-    let realm_text = url.to_string();
-    let response = client
-        .get(url)
-        .basic_auth("AWS", Some(password.expose_secret()))
-        .send()
-        .await
-        .map_err(|e| LoginError::Unreachable {
-            endpoint: realm_text.clone(),
-            reason: error_chain(&e),
-        })?;
-    let status = response.status().as_u16();
-    if status != 200 {
-        return Err(LoginError::TokenRefused {
-            endpoint: endpoint.to_owned(),
-            realm: realm.to_owned(),
-            status,
-        });
-    }
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| LoginError::Unreachable {
-            endpoint: realm_text,
-            reason: error_chain(&e),
-        })?;
-    #[derive(serde::Deserialize)]
-    struct TokenResponse {
-        token: Option<String>,
-        access_token: Option<String>,
-    }
-    let parsed: TokenResponse = serde_json::from_slice(&body)
-        .map_err(|_| refuse(format!("the token service {realm} answered no JSON token")))?;
-    // The spec names it `token`; OAuth2-style services send `access_token`.
-    parsed
-        .token
-        .or(parsed.access_token)
-        .filter(|t| !t.is_empty())
-        .map(SecretString::from)
-        .ok_or_else(|| refuse(format!("the token service {realm} answered no token")))
 }
 
 /// A `WWW-Authenticate` challenge: its scheme and its parameters.

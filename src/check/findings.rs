@@ -1,19 +1,17 @@
-//! What a check can find in one namespace, and how the Secret's findings are decided: pure
-//! functions of the Secret as read, the hosts we manage and the time.
+//! What a check can find in one namespace, and the Secret's findings: the refresh's own
+//! decision (`write::can_write`, `due::reasons`) for the Secret as read, worded for a person.
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::str::FromStr;
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::aws::registry::normalize;
-use crate::pull_secret::docker_config;
-use crate::pull_secret::{DATA_KEY, EXPIRES_ANNOTATION, SECRET_TYPE};
-
-/// An ECR token's whole life. A RENEW_BEFORE of this or more rewrites every Secret on every
-/// run, so "expiring within RENEW_BEFORE" would be every Secret: only an expired one counts then.
-pub const TOKEN_LIFE: Duration = Duration::from_secs(12 * 3600);
+use crate::aws::registry::{RegistryHost, normalize};
+use crate::pull_secret::due::{self, Due, Policy, Registries, TOKEN_LIFETIME};
+use crate::pull_secret::write::{self, SecretError};
+use crate::pull_secret::{DATA_KEY, SECRET_TYPE, docker_config};
 
 /// One thing that keeps (or will keep) pods in a namespace from pulling from ECR.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -21,6 +19,8 @@ pub enum Finding {
     SecretMissing,
     WrongType(String),
     Unreadable(String),
+    /// A Secret a refresh cannot write (immutable): it fails that namespace.
+    NotWritable(String),
     Expired(String),
     ExpiresSoon {
         expires_at: String,
@@ -28,6 +28,12 @@ pub enum Finding {
     },
     /// A host we manage (or its dual-stack twin) with no entry in the Secret.
     NoEntry(String),
+    /// Any other reason a refresh would rewrite the Secret: `reason` is the refresh's `due`.
+    Due {
+        kind: &'static str,
+        reason: String,
+        meaning: &'static str,
+    },
     /// Pods use an ECR host that is not one we manage.
     NotCovered {
         host: String,
@@ -89,9 +95,17 @@ pub const KINDS: &[&str] = &[
     "secret-missing",
     "wrong-type",
     "unreadable",
+    "not-writable",
     "expired",
     "expires-soon",
     "no-entry",
+    "missing-registry",
+    "no-expiry",
+    "unreadable-expiry",
+    "implausible-expiry",
+    "stale-registry",
+    "entries-changed",
+    "last-applied-holds-password",
     "registry-not-covered",
     "not-wired",
     "pull-stuck",
@@ -107,9 +121,11 @@ impl Finding {
             Self::SecretMissing => "secret-missing",
             Self::WrongType(_) => "wrong-type",
             Self::Unreadable(_) => "unreadable",
+            Self::NotWritable(_) => "not-writable",
             Self::Expired(_) => "expired",
             Self::ExpiresSoon { .. } => "expires-soon",
             Self::NoEntry(_) => "no-entry",
+            Self::Due { kind, .. } => kind,
             Self::NotCovered { .. } => "registry-not-covered",
             Self::NotWired { .. } => "not-wired",
             Self::PullStuck { .. } => "pull-stuck",
@@ -126,6 +142,22 @@ impl Finding {
             Self::SecretMissing | Self::WrongType(_) | Self::Unreadable(_) | Self::Expired(_)
         )
     }
+
+    /// Whether this finding may stop a pull from any of our hosts: a token of unknown age, or
+    /// entries that are not what ecr-refresh wrote.
+    pub fn may_block_our_pulls(&self) -> bool {
+        self.blocks_every_pull()
+            || matches!(
+                self,
+                Self::Due {
+                    kind: "no-expiry"
+                        | "unreadable-expiry"
+                        | "implausible-expiry"
+                        | "entries-changed",
+                    ..
+                }
+            )
+    }
 }
 
 impl fmt::Display for Finding {
@@ -134,6 +166,7 @@ impl fmt::Display for Finding {
             Self::SecretMissing => f.write_str("Secret missing"),
             Self::WrongType(t) => write!(f, "wrong type: {t}, not {SECRET_TYPE}"),
             Self::Unreadable(why) => write!(f, "unreadable: {why}"),
+            Self::NotWritable(why) => write!(f, "not writable: {why}"),
             Self::Expired(at) => write!(f, "expired: its token expired at {at}"),
             Self::ExpiresSoon {
                 expires_at,
@@ -144,6 +177,9 @@ impl fmt::Display for Finding {
                  is the refresh CronJob running?"
             ),
             Self::NoEntry(host) => write!(f, "no entry for registry {host}"),
+            Self::Due {
+                reason, meaning, ..
+            } => write!(f, "{reason}: {meaning}"),
             Self::NotCovered { host, pods, hint } => {
                 write!(f, "ECR registry not covered: {host}, used by {pods}{hint}")
             }
@@ -184,171 +220,395 @@ pub struct SecretState {
     pub findings: Vec<Finding>,
     /// The hosts its `auths` has entries for, as the kubelet matches them.
     pub entries: BTreeSet<String>,
+    /// What a refresh's `due` would say, when that is a finding here.
+    pub due: Option<String>,
 }
 
-/// The Secret's own findings. `hosts` are those the Secret must hold entries for.
+/// The Secret's own findings: every reason a refresh would refuse or rewrite it, by the
+/// refresh's own decision. One exception: with RENEW_BEFORE of a token's life or more, a
+/// refresh rewrites every Secret on every run, so only an expired token is a finding then.
 pub fn secret_findings(
     secret: Option<&Secret>,
-    hosts: &[String],
-    renew_before: Duration,
+    policy: &Policy<'_>,
     now: SystemTime,
 ) -> SecretState {
     let mut state = SecretState::default();
     let Some(secret) = secret else {
         state.findings.push(Finding::SecretMissing);
+        state.due = Some(Due::Missing.to_string());
         return state;
     };
-    let kind = secret.type_.as_deref().unwrap_or("Opaque");
-    if kind != SECRET_TYPE {
-        state.findings.push(Finding::WrongType(kind.to_owned()));
-        return state;
-    }
-    let value = secret.data.as_ref().and_then(|d| d.get(DATA_KEY));
-    let keys = match value.map(|v| docker_config::auths_keys(&v.0)) {
-        None => {
-            state
-                .findings
-                .push(Finding::Unreadable(format!("it has no {DATA_KEY}")));
+    match write::can_write(secret) {
+        Ok(()) => {}
+        Err(SecretError::WrongType { found, .. }) => {
+            state.findings.push(Finding::WrongType(found));
             return state;
         }
-        Some(Err(e)) => {
+        Err(SecretError::Unreadable(e)) => {
             state.findings.push(Finding::Unreadable(e.to_string()));
             return state;
         }
-        Some(Ok(keys)) => keys,
-    };
-    state.entries = keys.iter().map(|k| normalize(k)).collect();
-    let expiry = secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(EXPIRES_ANNOTATION))
-        .and_then(|v| humantime::parse_rfc3339(v.trim()).ok());
-    if let Some(expires_at) = expiry {
-        let at = humantime::format_rfc3339_seconds(expires_at).to_string();
-        let due_at = expires_at
-            .checked_sub(renew_before)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        if now >= expires_at {
-            state.findings.push(Finding::Expired(at));
-        } else if renew_before < TOKEN_LIFE && now >= due_at {
-            state.findings.push(Finding::ExpiresSoon {
-                expires_at: at,
-                renew_before: humantime::format_duration(renew_before).to_string(),
-            });
+        Err(e) => {
+            state.findings.push(Finding::NotWritable(e.to_string()));
+            return state;
         }
     }
-    for host in hosts {
-        if !state.entries.contains(host) {
-            state.findings.push(Finding::NoEntry(host.clone()));
+    let Some(value) = secret.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
+        state
+            .findings
+            .push(Finding::Unreadable(format!("it has no {DATA_KEY}")));
+        return state;
+    };
+    state.entries = docker_config::auths_keys(&value.0)
+        .unwrap_or_default()
+        .iter()
+        .map(|k| normalize(k))
+        .collect();
+    let reasons = due::reasons(Some(secret), policy, now);
+    let mut missing = Vec::new();
+    for reason in &reasons {
+        match reason {
+            Due::Missing => state.findings.push(Finding::SecretMissing),
+            Due::ExpiresSoon { expires_at, .. } => {
+                let at = humantime::format_rfc3339_seconds(*expires_at).to_string();
+                if now >= *expires_at {
+                    state.findings.push(Finding::Expired(at));
+                } else if policy.renew_before < TOKEN_LIFETIME {
+                    state.findings.push(Finding::ExpiresSoon {
+                        expires_at: at,
+                        renew_before: humantime::format_duration(policy.renew_before).to_string(),
+                    });
+                }
+            }
+            // No entry at all, as the kubelet reads the Secret; or an entry ecr-refresh did not
+            // record as its own, which the next refresh replaces.
+            Due::MissingRegistry(host) if !has_entry(&state.entries, host, policy) => {
+                missing.push(host.clone());
+            }
+            other => state.findings.push(Finding::Due {
+                kind: other.as_str(),
+                reason: other.to_string(),
+                meaning: other.meaning(),
+            }),
         }
+    }
+    // The configured hosts first, then their dual-stack twins, as ECR_REFRESH_REGISTRIES lists them.
+    missing.sort_by_key(|h| RegistryHost::from_str(h).is_ok_and(|h| h.is_dual_stack()));
+    state
+        .findings
+        .extend(missing.into_iter().map(Finding::NoEntry));
+    if !state.findings.is_empty() {
+        state.due = reasons.first().map(ToString::to_string);
     }
     state
+}
+
+/// Whether the Secret has an entry the kubelet would use for `host`: for the caller's own
+/// registry, which only ECR can name (`due` says "the caller's own registry in REGION"), any
+/// private registry in the region.
+fn has_entry(entries: &BTreeSet<String>, host: &str, policy: &Policy<'_>) -> bool {
+    match (RegistryHost::from_str(host), policy.registries) {
+        (Ok(_), _) => entries.contains(host),
+        (Err(_), Registries::Own { region, .. }) => entries.iter().any(|e| {
+            RegistryHost::from_str(e).is_ok_and(|h| Some(h.region()) == region && !h.is_public())
+        }),
+        (Err(_), Registries::Configured(_)) => false,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::time::Duration;
 
     use k8s_openapi::ByteString;
 
     use super::*;
+    use crate::pull_secret::due::Decision;
+    use crate::pull_secret::due::fixtures::{annotate, last_applied, ours};
+    use crate::pull_secret::{EXPIRES_ANNOTATION, LAST_APPLIED_ANNOTATION, REGISTRIES_ANNOTATION};
 
     const HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+    const OTHER: &str = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
+    const HOUR: Duration = Duration::from_secs(3600);
 
-    fn secret(kind: &str, value: Option<&str>, expires: Option<&str>) -> Secret {
-        let mut s = Secret {
-            type_: Some(kind.into()),
-            ..Secret::default()
+    fn now() -> SystemTime {
+        humantime::parse_rfc3339("2030-01-01T12:00:00Z").unwrap()
+    }
+
+    fn at(from_now: i64) -> String {
+        let t = if from_now >= 0 {
+            now() + HOUR * from_now as u32
+        } else {
+            now() - HOUR * (-from_now) as u32
         };
-        if let Some(v) = value {
-            s.data = Some(BTreeMap::from([(
-                DATA_KEY.to_owned(),
-                ByteString(v.as_bytes().to_vec()),
-            )]));
-        }
-        if let Some(e) = expires {
-            s.metadata.annotations = Some(BTreeMap::from([(
-                EXPIRES_ANNOTATION.to_owned(),
-                e.to_owned(),
-            )]));
-        }
-        s
+        humantime::format_rfc3339_seconds(t).to_string()
+    }
+
+    fn edited(mut secret: Secret, from: &str, to: &str) -> Secret {
+        let value = &mut secret.data.as_mut().unwrap().get_mut(DATA_KEY).unwrap().0;
+        let text = String::from_utf8(value.clone()).unwrap();
+        assert!(text.contains(from), "{text}");
+        *value = text.replace(from, to).into_bytes();
+        secret
     }
 
     fn kinds(state: &SecretState) -> Vec<&'static str> {
         state.findings.iter().map(Finding::kind).collect()
     }
 
+    /// The agreement: for each reason a refresh writes a Secret, the check reports it, with the
+    /// refresh's `due` words; where the refresh leaves it, the check finds nothing.
     #[test]
-    fn each_secret_finding_is_decided_from_the_secret_and_the_time() {
-        let now = humantime::parse_rfc3339("2030-01-01T12:00:00Z").unwrap();
-        let hosts = vec![HOST.to_owned()];
-        let entry = format!(r#"{{"auths":{{"https://{HOST}/":{{"auth":"x"}}}}}}"#);
-        let hour = Duration::from_secs(3600);
-        let cases: Vec<(Option<Secret>, Duration, Vec<&str>)> = vec![
-            (None, hour, vec!["secret-missing"]),
+    fn the_check_reports_every_reason_a_refresh_writes_with_the_refreshs_words() {
+        let configured: Vec<RegistryHost> = vec![HOST.parse().unwrap()];
+        let policy = |renew_hours: u32| Policy {
+            renew_before: HOUR * renew_hours,
+            registries: Registries::Configured(&configured),
+        };
+        let fresh = ours(&[HOST], &at(11));
+        let (missing, stale) = (
+            format!("missing-registry {HOST}"),
+            format!("stale-registry {OTHER}"),
+        );
+        // (case, Secret, RENEW_BEFORE in hours, the refresh's `due`, the check's finding kinds)
+        type Case<'a> = (&'a str, Option<Secret>, u32, Option<&'a str>, Vec<&'a str>);
+        let cases: Vec<Case> = vec![
+            ("fresh", Some(fresh.clone()), 8, None, vec![]),
             (
-                Some(secret("Opaque", Some(&entry), None)),
-                hour,
-                vec!["wrong-type"],
+                "no Secret",
+                None,
+                8,
+                Some("missing"),
+                vec!["secret-missing"],
             ),
             (
-                Some(secret(SECRET_TYPE, Some("{"), None)),
-                hour,
-                vec!["unreadable"],
+                "no recorded expiry",
+                Some(annotate(fresh.clone(), EXPIRES_ANNOTATION, None)),
+                8,
+                Some("no-expiry"),
+                vec!["no-expiry"],
             ),
             (
-                Some(secret(SECRET_TYPE, None, None)),
-                hour,
-                vec!["unreadable"],
+                "unreadable expiry",
+                Some(annotate(fresh.clone(), EXPIRES_ANNOTATION, Some("soon"))),
+                8,
+                Some("unreadable-expiry"),
+                vec!["unreadable-expiry"],
             ),
             (
-                Some(secret(SECRET_TYPE, Some(r#"{"auths":{}}"#), None)),
-                hour,
-                vec!["no-entry"],
-            ),
-            (
-                Some(secret(
-                    SECRET_TYPE,
-                    Some(&entry),
-                    Some("2030-01-01T11:00:00Z"),
+                "forged expiry",
+                Some(annotate(
+                    fresh.clone(),
+                    EXPIRES_ANNOTATION,
+                    Some("9999-12-31T23:59:59Z"),
                 )),
-                hour,
+                8,
+                Some("implausible-expiry 9999-12-31T23:59:59Z (a token lives 12h)"),
+                vec!["implausible-expiry"],
+            ),
+            (
+                "inside RENEW_BEFORE",
+                Some(ours(&[HOST], &at(7))),
+                8,
+                Some("expires-soon"),
+                vec!["expires-soon"],
+            ),
+            (
+                "expired",
+                Some(ours(&[HOST], &at(-1))),
+                8,
+                Some("expires-soon"),
                 vec!["expired"],
             ),
             (
-                Some(secret(
-                    SECRET_TYPE,
-                    Some(&entry),
-                    Some("2030-01-01T12:30:00Z"),
-                )),
-                hour,
-                vec!["expires-soon"],
-            ),
-            // RENEW_BEFORE of a whole token life: only expiry counts.
-            (
-                Some(secret(
-                    SECRET_TYPE,
-                    Some(&entry),
-                    Some("2030-01-01T12:30:00Z"),
-                )),
-                TOKEN_LIFE,
-                vec![],
+                "expired, RENEW_BEFORE a token's life",
+                Some(ours(&[HOST], &at(-1))),
+                12,
+                Some("expires-soon"),
+                vec!["expired"],
             ),
             (
-                Some(secret(
-                    SECRET_TYPE,
-                    Some(&entry),
-                    Some("2030-01-01T20:00:00Z"),
+                "a configured registry without our entry",
+                Some(ours(&[], &at(11))),
+                8,
+                Some(&*missing),
+                vec!["no-entry"],
+            ),
+            (
+                "an entry for a configured registry that we did not record",
+                Some(annotate(fresh.clone(), REGISTRIES_ANNOTATION, Some(""))),
+                8,
+                Some(&*missing),
+                vec!["missing-registry"],
+            ),
+            (
+                "a registry no longer configured",
+                Some(ours(&[HOST, OTHER], &at(11))),
+                8,
+                Some(&*stale),
+                vec!["stale-registry"],
+            ),
+            (
+                "our entry edited",
+                Some(edited(fresh.clone(), "pw-a-long", "typed-by-hand")),
+                8,
+                Some("entries-changed"),
+                vec!["entries-changed"],
+            ),
+            (
+                "our entry edited, RENEW_BEFORE a token's life",
+                Some(edited(fresh.clone(), "pw-a-long", "typed-by-hand")),
+                12,
+                Some("expires-soon"),
+                vec!["entries-changed"],
+            ),
+            (
+                "kubectl's copy of a password",
+                Some(annotate(
+                    fresh.clone(),
+                    LAST_APPLIED_ANNOTATION,
+                    Some(&last_applied(HOST)),
                 )),
-                hour,
+                8,
+                Some("last-applied-holds-password"),
+                vec!["last-applied-holds-password"],
+            ),
+            // Every run rewrites every Secret: that alone is no finding.
+            (
+                "RENEW_BEFORE a token's life",
+                Some(fresh),
+                12,
+                Some("expires-soon"),
                 vec![],
             ),
         ];
-        for (secret, renew_before, expected) in cases {
-            let state = secret_findings(secret.as_ref(), &hosts, renew_before, now);
-            assert_eq!(kinds(&state), expected, "{secret:?}");
+        let mut reported = BTreeSet::new();
+        for (case, secret, renew, due, expected) in cases {
+            let policy = policy(renew);
+            let read = write::judge(secret.clone(), &policy, now()).expect(case);
+            let refresh = match &read.decision {
+                Decision::Fresh { .. } => None,
+                Decision::Due(due) => {
+                    reported.insert(due.as_str());
+                    Some(due.to_string())
+                }
+            };
+            assert_eq!(refresh.as_deref(), due, "{case}: the refresh's due");
+            let state = secret_findings(secret.as_ref(), &policy, now());
+            assert_eq!(kinds(&state), expected, "{case}: the check's findings");
+            if !expected.is_empty() {
+                assert_eq!(state.due.as_deref(), due, "{case}: the check's due");
+            }
+            for finding in &state.findings {
+                if let Finding::Due { reason, .. } = finding {
+                    assert!(
+                        finding.to_string().starts_with(&format!("{reason}: ")),
+                        "{case}"
+                    );
+                }
+            }
         }
+        let every: BTreeSet<&str> = [
+            "missing",
+            "no-expiry",
+            "unreadable-expiry",
+            "implausible-expiry",
+            "expires-soon",
+            "missing-registry",
+            "stale-registry",
+            "entries-changed",
+            "last-applied-holds-password",
+        ]
+        .into();
+        assert_eq!(reported, every, "a case for every reason a refresh writes");
+        for kind in every {
+            let as_finding = match kind {
+                "missing" => "secret-missing",
+                "missing-registry" => "no-entry",
+                other => other,
+            };
+            assert!(KINDS.contains(&as_finding), "{kind} has a metric kind");
+        }
+    }
+
+    #[test]
+    fn a_secret_a_refresh_refuses_to_write_is_a_finding_with_the_refusal() {
+        let configured: Vec<RegistryHost> = vec![HOST.parse().unwrap()];
+        let policy = Policy {
+            renew_before: HOUR * 8,
+            registries: Registries::Configured(&configured),
+        };
+        let fresh = ours(&[HOST], &at(11));
+        let mut opaque = fresh.clone();
+        opaque.type_ = Some("Opaque".into());
+        let mut immutable = fresh.clone();
+        immutable.immutable = Some(true);
+        let mut unreadable = fresh.clone();
+        unreadable.data = Some(BTreeMap::from([(
+            DATA_KEY.to_owned(),
+            ByteString(br#"{"auths":"hunter2"}"#.to_vec()),
+        )]));
+        let mut no_value = fresh;
+        no_value.data = None;
+        for (case, secret, kind) in [
+            ("another type", opaque, "wrong-type"),
+            ("immutable", immutable, "not-writable"),
+            ("unreadable", unreadable, "unreadable"),
+            ("no value", no_value, "unreadable"),
+        ] {
+            let state = secret_findings(Some(&secret), &policy, now());
+            assert_eq!(kinds(&state), [kind], "{case}");
+            assert!(state.findings[0].blocks_every_pull() || kind == "not-writable");
+        }
+    }
+
+    #[test]
+    fn missing_hosts_are_named_in_configured_order_then_their_twins() {
+        let configured: Vec<RegistryHost> =
+            crate::aws::ecr::with_twins(vec![HOST.parse().unwrap(), OTHER.parse().unwrap()], true)
+                .unwrap();
+        let policy = Policy {
+            renew_before: HOUR * 8,
+            registries: Registries::Configured(&configured),
+        };
+        let state = secret_findings(Some(&ours(&[HOST], &at(11))), &policy, now());
+        let text: Vec<String> = state.findings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                format!("no entry for registry {OTHER}"),
+                "no entry for registry 123456789012.dkr-ecr.us-east-1.on.aws".to_owned(),
+                "no entry for registry 210987654321.dkr-ecr.eu-west-1.on.aws".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn without_configured_registries_an_unrecorded_entry_in_the_region_is_not_no_entry() {
+        let own = Policy {
+            renew_before: HOUR * 8,
+            registries: Registries::Own {
+                region: Some("us-east-1"),
+                dual_stack: false,
+            },
+        };
+        let unrecorded = annotate(ours(&[HOST], &at(11)), REGISTRIES_ANNOTATION, Some(""));
+        let state = secret_findings(Some(&unrecorded), &own, now());
+        assert_eq!(kinds(&state), ["missing-registry"]);
+        let elsewhere = Policy {
+            registries: Registries::Own {
+                region: Some("eu-west-1"),
+                dual_stack: false,
+            },
+            ..own
+        };
+        let state = secret_findings(Some(&unrecorded), &elsewhere, now());
+        assert_eq!(
+            state.findings,
+            [Finding::NoEntry(
+                "(the caller's own registry in eu-west-1)".into()
+            )]
+        );
     }
 }

@@ -1,44 +1,35 @@
 //! The optional login (ECR_REFRESH_VERIFY_LOGIN=true): a HEAD of one image's manifest with the
-//! credentials stored in the Secret, as a kubelet's runtime sends them. An anonymous request
-//! learns how the registry authenticates (its `WWW-Authenticate` challenge, as aws/login.rs reads
-//! it): Basic gets the stored username and password; Bearer gets them sent to the challenge's
-//! realm for a token (the distribution spec's token auth), which the HEAD then carries.
+//! credentials stored in the Secret, as a kubelet's runtime sends them, through the refresh's
+//! own registry client (`aws::login::authenticate`): anonymous first, then Basic with the stored
+//! username and password, or the Bearer token the challenge's realm gives for them.
 //!
 //! Namespaces whose Secrets hold the same credentials for a host share one login: a run
 //! tries each (host, credentials) pair once. The credentials never reach a log.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
-use reqwest::header::{ACCEPT, AUTHORIZATION, WWW_AUTHENTICATE};
-use reqwest::{Client, Method, StatusCode, Url};
+use reqwest::header::WWW_AUTHENTICATE;
+use reqwest::{Client, Method, Url};
 use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::OnceCell;
 
 use super::findings::Finding;
-use crate::aws::login::Challenge;
+use crate::aws::login::{self, AuthError, Authenticated, Credentials, Request};
 use crate::aws::registry::normalize;
 use crate::logging::error_chain;
 use crate::pull_secret::DATA_KEY;
 use crate::pull_secret::docker_config;
 
-const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a container runtime accepts for a manifest (containerd's resolver sends these).
 const MANIFEST_TYPES: &str = "application/vnd.docker.distribution.manifest.v2+json, \
     application/vnd.docker.distribution.manifest.list.v2+json, \
     application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, */*";
 /// How much of a registry's answer a finding quotes.
 const ANSWER_CHARS: usize = 300;
-
-/// A username and password from a Secret's `auths` entry.
-pub struct Credentials {
-    username: String,
-    password: SecretString,
-}
 
 /// The stored credentials for `host`: `username` and `password`, or `auth` (base64 of
 /// `user:password`), of the first entry whose key names the host as the kubelet matches it.
@@ -105,10 +96,7 @@ impl Default for Logins {
 
 impl Logins {
     pub fn new() -> Self {
-        let client = Client::builder()
-            .timeout(LOGIN_TIMEOUT)
-            .build()
-            .map_err(|e| error_chain(&e));
+        let client = login::client().map_err(|e| error_chain(&e));
         Self {
             client,
             results: Mutex::new(HashMap::new()),
@@ -171,63 +159,66 @@ async fn head_manifest(
         "https://{host}/v2/{repository}/manifests/{reference}"
     ))
     .map_err(|e| failed(host, image, format!("not a URL: {e}")))?;
-    let unreachable = |e: reqwest::Error| {
-        failed(
-            host,
-            image,
-            format!("could not be reached: {}", error_chain(&e)),
-        )
+    let request = Request {
+        method: Method::HEAD,
+        url: &url,
+        accept: Some(MANIFEST_TYPES),
     };
-    let anonymous = client
-        .head(url.clone())
-        .header(ACCEPT, MANIFEST_TYPES)
-        .send()
-        .await
-        .map_err(unreachable)?;
-    match anonymous.status() {
-        StatusCode::OK => return Ok(()),
-        StatusCode::UNAUTHORIZED => {}
-        status => {
+    let sent = match login::authenticate(client, &request, credentials).await {
+        Ok(sent) => sent,
+        Err(AuthError::Unreachable {
+            token_service: None,
+            reason,
+        }) => {
+            return Err(failed(
+                host,
+                image,
+                format!("could not be reached: {reason}"),
+            ));
+        }
+        Err(AuthError::Unreachable {
+            token_service: Some(realm),
+            reason,
+        }) => {
+            return Err(failed(
+                host,
+                image,
+                format!("token service {realm}: {reason}"),
+            ));
+        }
+        Err(AuthError::Challenge(reason)) => return Err(failed(host, image, reason)),
+        Err(AuthError::TokenRefused { realm, response }) => {
+            return Err(Finding::LoginRefused {
+                host: host.to_owned(),
+                image: image.to_owned(),
+                status: response.status().as_u16(),
+                answer: format!("token service {realm}: {}", answer(response).await),
+            });
+        }
+    };
+    let (response, authorization) = match sent {
+        Authenticated::Anonymous => return Ok(()),
+        Authenticated::Unexpected(status) => {
             return Err(failed(
                 host,
                 image,
                 format!("answered HTTP {} to an anonymous HEAD", status.as_u16()),
             ));
         }
-    }
-    let challenge = anonymous
-        .headers()
-        .get(WWW_AUTHENTICATE)
-        .and_then(|v| v.to_str().ok())
-        .map(Challenge::parse)
-        .unwrap_or_default();
-    let authorization = if challenge.scheme.eq_ignore_ascii_case("bearer") {
-        let token = bearer_token(client, host, image, &url, &challenge, credentials).await?;
-        format!("Bearer {}", token.expose_secret())
-    } else {
-        let pair = format!(
-            "{}:{}",
-            credentials.username,
-            credentials.password.expose_secret()
-        );
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(pair)
-        )
+        Authenticated::Sent {
+            response,
+            authorization,
+            ..
+        } => (response, authorization),
     };
-    let send = |method: Method| {
-        client
-            .request(method, url.clone())
-            .header(ACCEPT, MANIFEST_TYPES)
-            .header(AUTHORIZATION, &authorization)
-            .send()
-    };
-    let response = send(Method::HEAD).await.map_err(unreachable)?;
     match response.status().as_u16() {
         200 => Ok(()),
         status @ (401 | 403) => {
             // A HEAD answer has no body: a GET asks for the registry's words.
-            let answer = match send(Method::GET).await {
+            let answer = match request
+                .send_as(client, Method::GET, Some(&authorization))
+                .await
+            {
                 Ok(r) => answer(r).await,
                 Err(e) => error_chain(&e),
             };
@@ -265,92 +256,6 @@ async fn answer(response: reqwest::Response) -> String {
         text = format!("{text} (WWW-Authenticate: {challenge})");
     }
     text.trim().to_owned()
-}
-
-/// `GET <realm>?service=..&scope=..` with the stored credentials: the bearer token.
-async fn bearer_token(
-    client: &Client,
-    host: &str,
-    image: &str,
-    url: &Url,
-    challenge: &Challenge,
-    credentials: &Credentials,
-) -> Result<SecretString, Finding> {
-    let realm = challenge
-        .param("realm")
-        .ok_or_else(|| failed(host, image, "a Bearer challenge without a realm".into()))?;
-    let mut token_url = Url::parse(realm)
-        .or_else(|_| url.join(realm))
-        .map_err(|e| failed(host, image, format!("realm {realm:?} is not a URL: {e}")))?;
-    // The password goes to the realm only over TLS, or to the registry itself.
-    let same_origin = token_url.origin() == url.origin();
-    if token_url.scheme() != "https" && !same_origin {
-        return Err(failed(
-            host,
-            image,
-            format!(
-                "realm {realm} is neither https nor the registry itself; no credentials were sent there"
-            ),
-        ));
-    }
-    {
-        let mut query = token_url.query_pairs_mut();
-        for key in ["service", "scope"] {
-            if let Some(value) = challenge.param(key) {
-                query.append_pair(key, value);
-            }
-        }
-    }
-    let response = client
-        .get(token_url)
-        .basic_auth(
-            &credentials.username,
-            Some(credentials.password.expose_secret()),
-        )
-        .send()
-        .await
-        .map_err(|e| {
-            failed(
-                host,
-                image,
-                format!("token service {realm}: {}", error_chain(&e)),
-            )
-        })?;
-    let status = response.status().as_u16();
-    if status != 200 {
-        return Err(Finding::LoginRefused {
-            host: host.to_owned(),
-            image: image.to_owned(),
-            status,
-            answer: format!("token service {realm}: {}", answer(response).await),
-        });
-    }
-    #[derive(serde::Deserialize)]
-    struct TokenResponse {
-        token: Option<String>,
-        access_token: Option<String>,
-    }
-    let no_token = || {
-        failed(
-            host,
-            image,
-            format!("the token service {realm} answered no JSON token"),
-        )
-    };
-    let body = response.bytes().await.map_err(|_| no_token())?;
-    let parsed: TokenResponse = serde_json::from_slice(&body).map_err(|_| no_token())?;
-    parsed
-        .token
-        .or(parsed.access_token)
-        .filter(|t| !t.is_empty())
-        .map(SecretString::from)
-        .ok_or_else(|| {
-            failed(
-                host,
-                image,
-                format!("the token service {realm} answered no token"),
-            )
-        })
 }
 
 #[cfg(test)]

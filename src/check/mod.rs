@@ -14,27 +14,30 @@ mod metrics;
 mod pods;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::convert::Infallible;
 use std::future::Future;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use kube::api::ListParams;
 use kube::{Api, Client};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
-use crate::aws::registry::{RegistryHost, normalize};
+use crate::aws::registry::RegistryHost;
 use crate::aws::sdk;
 use crate::cluster::client;
 use crate::cluster::namespaces::{Candidate, Pages};
 use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
-use crate::pull_secret::REGISTRIES_ANNOTATION;
-use crate::report::{exit, termination_error};
-use crate::termination::write_termination_message;
+use crate::config::pushgateway::Pushgateway;
+use crate::pull_secret::due;
+use crate::report::exit;
+use crate::run::Rules;
+use crate::run::end::{Finished, Unavailable, end};
+use crate::run::pages::{Driver, Visit, each_namespace};
+use crate::run::stop::Stop;
 pub use findings::{Finding, Group};
 use findings::{SecretState, secret_findings};
 use login::Logins;
@@ -108,20 +111,18 @@ impl Tally {
     }
 }
 
-/// Why a check could check nothing.
-#[derive(Debug, thiserror::Error)]
-enum Unavailable {
-    #[error(
-        "no AWS region: ECR_REFRESH_REGISTRIES is empty, so the registry is the caller's own in \
-         AWS_REGION; set AWS_REGION or ECR_REFRESH_REGISTRIES"
-    )]
-    NoRegion,
-    #[error("{0}")]
-    Cluster(#[from] client::ClusterError),
-    #[error("{0}")]
-    Namespaces(#[from] crate::cluster::namespaces::NamespaceError),
-    #[error("stopped before any namespace was checked: {0}")]
-    Stopped(&'static str),
+impl Finished for Tally {
+    fn exit_code(&self) -> u8 {
+        Tally::exit_code(self)
+    }
+
+    fn log_summary(&self, elapsed_ms: u64) {
+        log_summary(self, elapsed_ms);
+    }
+
+    fn termination_message(&self, elapsed_ms: u64) -> String {
+        Tally::termination_message(self, elapsed_ms)
+    }
 }
 
 /// Runs one check and returns the process exit code.
@@ -130,43 +131,25 @@ pub async fn run(
     shutdown: impl Future<Output = &'static str> + Send + 'static,
 ) -> u8 {
     let started = Instant::now();
-    let stopped = Arc::new(std::sync::Mutex::new(None::<&'static str>));
-    let stop = {
-        let stopped = Arc::clone(&stopped);
-        tokio::spawn(async move {
-            let reason = shutdown.await;
-            *stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
-        })
+    let result = check(config, &Stop::new(shutdown)).await;
+    let push = async |gateway: &Pushgateway, code, duration, tally: Option<&Tally>| {
+        metrics::push(gateway, code, duration, tally).await;
     };
-    let result = check(config, &stopped).await;
-    stop.abort();
-    let elapsed_ms = started.elapsed().as_millis() as u64;
-    let (code, message, tally) = match result {
-        Ok(tally) => {
-            let code = tally.exit_code();
-            log_summary(&tally, elapsed_ms);
-            (code, tally.termination_message(elapsed_ms), Some(tally))
-        }
-        Err(e) => {
-            let code = match e {
-                Unavailable::Stopped(_) => exit::FAILED,
-                _ => exit::UNAVAILABLE,
-            };
-            error!(error = %e, exit_code = code, "check failed: nothing was checked");
-            (code, termination_error(code, &e.to_string()), None)
-        }
-    };
-    write_termination_message(config.termination_log.as_deref(), &message).await;
-    if let Some(gateway) = &config.pushgateway {
-        metrics::push(gateway, code, started.elapsed(), tally.as_ref()).await;
-    }
-    code
+    end(
+        config,
+        started,
+        result,
+        "check failed: nothing was checked",
+        push,
+    )
+    .await
 }
 
 /// What every namespace's check shares.
 struct Shared<'a> {
     config: &'a Config,
     client: Client,
+    rules: Rules<'a>,
     region: Option<String>,
     logins: Logins,
     /// Whether the "pods were not checked" line was logged.
@@ -174,11 +157,35 @@ struct Shared<'a> {
     accounts_refused: AtomicBool,
 }
 
-async fn check(
-    config: &Config,
-    stopped: &std::sync::Mutex<Option<&'static str>>,
-) -> Result<Tally, Unavailable> {
-    let stop_reason = || *stopped.lock().unwrap_or_else(|p| p.into_inner());
+async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
+    let (shared, pages, first) = tokio::select! {
+        prepared = prepare(config) => prepared?,
+        reason = stop.stopping() => return Err(Unavailable::Stopped { reason, done: "checked" }),
+    };
+    let driver = Driver {
+        stop,
+        concurrency: config.concurrency,
+        done: "checked",
+    };
+    let visit = |candidate: Candidate| async {
+        Ok::<_, Infallible>(check_namespace(&shared, candidate.name).await)
+    };
+    let count = |tally: &mut Tally, visit: Visit<Checked>| match visit {
+        Visit::Done(checked) => record(tally, checked),
+        Visit::Undone(_) | Visit::Abandoned(_) => tally.unchecked += 1,
+    };
+    let (mut tally, listing_incomplete) =
+        match each_namespace(pages, first, driver, visit, count, Tally::default()).await {
+            Ok(done) => done,
+            Err(never) => match never {},
+        };
+    tally.listing_incomplete = listing_incomplete;
+    Ok(tally)
+}
+
+/// The region, the cluster and the first namespace page: what a check needs before its first
+/// namespace.
+async fn prepare(config: &Config) -> Result<(Shared<'_>, Pages<'_>, Vec<Candidate>), Unavailable> {
     let region = if config.registries.is_empty() {
         Some(sdk::region().await.ok_or(Unavailable::NoRegion)?)
     } else {
@@ -189,46 +196,16 @@ async fn check(
     info!(api_server = %url, %version, mode = "check", "connected");
     let mut pages = Pages::new(client.clone(), &config.selection);
     let first = pages.next().await.transpose()?.unwrap_or_default();
-    if let Some(reason) = stop_reason() {
-        return Err(Unavailable::Stopped(reason));
-    }
     let shared = Shared {
         config,
         client,
+        rules: Rules::new(config, region.clone()),
         region,
         logins: Logins::new(),
         pods_refused: AtomicBool::new(false),
         accounts_refused: AtomicBool::new(false),
     };
-
-    let mut tally = Tally::default();
-    let mut page = Some(first);
-    while let Some(candidates) = page.take() {
-        let (todo, left): (Vec<Candidate>, Vec<Candidate>) = candidates
-            .into_iter()
-            .partition(|_| stop_reason().is_none());
-        let mut checks = futures::stream::iter(todo)
-            .map(|candidate| check_namespace(&shared, candidate.name))
-            .buffer_unordered(config.concurrency);
-        while let Some(checked) = checks.next().await {
-            record(&mut tally, checked);
-        }
-        tally.unchecked += left.len();
-        if let Some(reason) = stop_reason() {
-            tally.listing_incomplete |= pages.has_more();
-            warn!(reason, "check stopped: namespaces left unchecked");
-            break;
-        }
-        match pages.next().await {
-            None => {}
-            Some(Ok(next)) => page = Some(next),
-            Some(Err(e)) => {
-                error!(error = %e, "namespace list stopped: namespaces on later pages were not checked");
-                tally.listing_incomplete = true;
-            }
-        }
-    }
-    Ok(tally)
+    Ok((shared, pages, first))
 }
 
 fn record(tally: &mut Tally, checked: Checked) {
@@ -252,16 +229,13 @@ fn managed(config: &Config, region: Option<&str>, secret: Option<&Secret>) -> Ma
     let mut any_in_region = None;
     if hosts.is_empty() {
         // The caller's own registry: the account is only known from our last write.
-        let recorded = secret
-            .and_then(|s| s.metadata.annotations.as_ref())
-            .and_then(|a| a.get(REGISTRIES_ANNOTATION))
-            .map(|v| {
-                v.split(',')
-                    .filter_map(|h| RegistryHost::from_str(&normalize(h)).ok())
-                    .filter(|h| Some(h.region()) == region && !h.is_dual_stack())
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
+        let recorded: Vec<RegistryHost> = secret
+            .map(due::recorded_hosts)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|h| RegistryHost::from_str(h).ok())
+            .filter(|h| Some(h.region()) == region && !h.is_dual_stack())
+            .collect();
         if recorded.is_empty() {
             any_in_region = region.map(str::to_owned);
         }
@@ -296,25 +270,7 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String) -> Checked {
     let secrets: Api<Secret> = Api::namespaced(shared.client.clone(), &namespace);
     let (secret, state) = match retry::send("get secret", || secrets.get_opt(secret_name)).await {
         Ok(secret) => {
-            let managed = managed(config, shared.region.as_deref(), secret.as_ref());
-            let mut state = secret_findings(
-                secret.as_ref(),
-                &managed.hosts,
-                config.renew_before,
-                SystemTime::now(),
-            );
-            if managed.hosts.is_empty()
-                && let Some(region) = &managed.any_in_region
-                && state.findings.is_empty()
-                && !state.entries.iter().any(|e| {
-                    RegistryHost::from_str(e)
-                        .is_ok_and(|h| h.region() == region.as_str() && !h.is_public())
-                })
-            {
-                state.findings.push(Finding::NoEntry(format!(
-                    "(the caller's own registry in {region})"
-                )));
-            }
+            let state = secret_findings(secret.as_ref(), &shared.rules.policy(), SystemTime::now());
             (secret, state)
         }
         Err(e) => {
@@ -369,7 +325,14 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String) -> Checked {
         findings.extend(pods::pod_findings(pods, &cx));
         findings.extend(logins.into_values());
     }
-    log_namespace(&namespace, secret_name, &findings, pods.is_some(), ecr_pods);
+    let line = Line {
+        namespace: &namespace,
+        secret: secret_name,
+        due: state.due.as_deref(),
+        pods_checked: pods.is_some(),
+        ecr_pods,
+    };
+    log_namespace(&line, &findings);
     Checked {
         namespace,
         findings,
@@ -466,13 +429,24 @@ async fn logins(
     refused
 }
 
-fn log_namespace(
-    namespace: &str,
-    secret: &str,
-    findings: &[Finding],
+/// What a namespace's line says besides its findings.
+struct Line<'a> {
+    namespace: &'a str,
+    secret: &'a str,
+    /// A refresh's `due`, when the Secret's findings come from it.
+    due: Option<&'a str>,
     pods_checked: bool,
     ecr_pods: usize,
-) {
+}
+
+fn log_namespace(line: &Line<'_>, findings: &[Finding]) {
+    let Line {
+        namespace,
+        secret,
+        due,
+        pods_checked,
+        ecr_pods,
+    } = *line;
     if findings.is_empty() {
         info!(
             namespace,
@@ -492,6 +466,7 @@ fn log_namespace(
         outcome = FINDINGS,
         findings = %text.join("; "),
         finding_kinds = %kinds.join(","),
+        due,
         pods_checked,
         ecr_pods,
         "findings"

@@ -179,6 +179,25 @@ pub struct Context<'a> {
     pub logins: &'a BTreeMap<String, Finding>,
 }
 
+/// Why the pod is not wired to `secret` (None: it is, or nothing can be said): the one
+/// decision of whether a pod pulls with the Secret.
+pub fn not_wired(pod: &Pod, secret: &str, accounts: &HashMap<String, Account>) -> Option<String> {
+    if references_directly(pod, secret) {
+        return None;
+    }
+    match accounts.get(service_account(pod)) {
+        Some(Account::Found {
+            lists_secret: false,
+        }) => Some(format!(
+            "neither the pod nor its ServiceAccount lists {secret} in imagePullSecrets"
+        )),
+        Some(Account::Missing) => Some(format!(
+            "the pod does not list {secret} in imagePullSecrets, and its ServiceAccount does not exist"
+        )),
+        _ => None,
+    }
+}
+
 /// The pods' findings, those of one controller merged into one with a count.
 pub fn pod_findings(pods: &[Pod], cx: &Context<'_>) -> Vec<Finding> {
     let mut found = Vec::new();
@@ -202,23 +221,7 @@ pub fn pod_findings(pods: &[Pod], cx: &Context<'_>) -> Vec<Finding> {
             }
         }
         let account = service_account(pod);
-        let not_wired = if references_directly(pod, cx.secret_name) {
-            None
-        } else {
-            match cx.accounts.get(account) {
-                Some(Account::Found {
-                    lists_secret: false,
-                }) => Some(format!(
-                    "neither the pod nor its ServiceAccount lists {} in imagePullSecrets",
-                    cx.secret_name
-                )),
-                Some(Account::Missing) => Some(format!(
-                    "the pod does not list {} in imagePullSecrets, and its ServiceAccount does not exist",
-                    cx.secret_name
-                )),
-                _ => None,
-            }
-        };
+        let not_wired = not_wired(pod, cx.secret_name, cx.accounts);
         if let Some(why) = &not_wired {
             found.push(Finding::NotWired {
                 pods: group.clone(),
@@ -250,7 +253,7 @@ fn explain(image: &EcrImage, not_wired: bool, cx: &Context<'_>, message: &str) -
         .secret
         .findings
         .iter()
-        .filter(|f| f.blocks_every_pull() || matches!(f, Finding::NoEntry(h) if h == host))
+        .filter(|f| f.may_block_our_pulls() || matches!(f, Finding::NoEntry(h) if h == host))
         .map(Finding::kind)
         .map(str::to_owned)
         .collect();

@@ -38,7 +38,7 @@ const DEFAULT_CONCURRENCY: usize = 16;
 pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 2] = ["kube-public", "kube-node-lease"];
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// An ECR token's whole life: by default every run renews every Secret.
-const DEFAULT_RENEW_BEFORE: Duration = Duration::from_secs(12 * 3600);
+const DEFAULT_RENEW_BEFORE: Duration = crate::aws::ecr::TOKEN_LIFETIME;
 /// Where Kubernetes reads a container's termination message from (terminationMessagePath's
 /// default), when ECR_REFRESH_TERMINATION_LOG is not set.
 pub const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";

@@ -34,8 +34,7 @@ pub enum Registries<'a> {
     },
 }
 
-/// How long an ECR token lives: no token of ours expires later than this after its fetch.
-pub const TOKEN_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+pub use crate::aws::ecr::TOKEN_LIFETIME;
 /// How far our clock may be behind the one that recorded an expiry.
 pub const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
 
@@ -102,6 +101,46 @@ impl Due {
     }
 }
 
+impl Due {
+    /// What the reason means for the Secret's pulls, and what the next refresh does about it:
+    /// how a check explains it.
+    pub fn meaning(&self) -> &'static str {
+        match self {
+            Self::Missing => "there is no Secret; the next refresh creates it",
+            Self::NoExpiry => {
+                "the Secret records no token expiry (ecr-refresh/token-expires-at): ecr-refresh did \
+                 not write it, so its token may be of any age; the next refresh rewrites it"
+            }
+            Self::UnreadableExpiry => {
+                "its recorded token expiry (ecr-refresh/token-expires-at) is not a time; the next \
+                 refresh rewrites it"
+            }
+            Self::ImplausibleExpiry { .. } => {
+                "its recorded token expiry is further ahead than a token lives: ecr-refresh did not \
+                 write it, so it is not believed; the next refresh rewrites it"
+            }
+            Self::ExpiresSoon { .. } => {
+                "its token expires within RENEW_BEFORE; the next refresh rewrites it"
+            }
+            Self::MissingRegistry(_) => {
+                "a configured registry has no entry; the next refresh writes it"
+            }
+            Self::StaleRegistry(_) => {
+                "it holds an entry ecr-refresh wrote for a registry no longer configured; the next \
+                 refresh removes it"
+            }
+            Self::EntriesChanged => {
+                "its entries for our registries are not what ecr-refresh wrote (edited by hand?), and \
+                 pods pull with them; the next refresh rewrites them"
+            }
+            Self::LastAppliedHoldsPassword => {
+                "kubectl's last-applied-configuration annotation holds a copy of an old password; the \
+                 next refresh removes it"
+            }
+        }
+    }
+}
+
 /// `expires-soon`, or `missing-registry <host>`: what the log's `due` field says.
 impl fmt::Display for Due {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -111,39 +150,68 @@ impl fmt::Display for Due {
             }
             Self::ImplausibleExpiry { expires_at } => write!(
                 f,
-                "{} {} (a token lives 12h)",
+                "{} {} (a token lives {})",
                 self.as_str(),
-                humantime::format_rfc3339_seconds(*expires_at)
+                humantime::format_rfc3339_seconds(*expires_at),
+                humantime::format_duration(TOKEN_LIFETIME)
             ),
             _ => f.write_str(self.as_str()),
         }
     }
 }
 
-/// Decides whether `secret` (None: there is none) is due at `now`.
+/// Decides whether `secret` (None: there is none) is due at `now`: a refresh writes it when it
+/// is, and its log's `due` field names the first of `reasons`.
 pub fn decide(secret: Option<&Secret>, policy: &Policy<'_>, now: SystemTime) -> Decision {
     let Some(secret) = secret else {
         return Decision::Due(Due::Missing);
     };
-    let annotation = |key: &str| {
-        secret
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .map(String::as_str)
+    let (expires_at, due_at) = match expiry(secret, policy, now) {
+        Ok(times) => times,
+        Err(due) => return Decision::Due(due),
     };
-    let Some(expiry) = annotation(EXPIRES_ANNOTATION) else {
-        return Decision::Due(Due::NoExpiry);
+    match content(secret, policy).into_iter().next() {
+        Some(due) => Decision::Due(due),
+        None => Decision::Fresh { expires_at, due_at },
+    }
+}
+
+/// Every reason `secret` is due at `now`, in the order `decide` weighs them (its answer is the
+/// first): the expiry's, then the registries', then our entries', then kubectl's copy. A check
+/// reports each; empty when the Secret is fresh.
+pub fn reasons(secret: Option<&Secret>, policy: &Policy<'_>, now: SystemTime) -> Vec<Due> {
+    let Some(secret) = secret else {
+        return vec![Due::Missing];
     };
-    let Ok(expires_at) = humantime::parse_rfc3339(expiry.trim()) else {
-        return Decision::Due(Due::UnreadableExpiry);
-    };
+    expiry(secret, policy, now)
+        .err()
+        .into_iter()
+        .chain(content(secret, policy))
+        .collect()
+}
+
+fn annotation<'s>(secret: &'s Secret, key: &str) -> Option<&'s str> {
+    secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// The recorded expiry and when it makes the Secret due, or why it is due by its expiry.
+fn expiry(
+    secret: &Secret,
+    policy: &Policy<'_>,
+    now: SystemTime,
+) -> Result<(SystemTime, SystemTime), Due> {
+    let expiry = annotation(secret, EXPIRES_ANNOTATION).ok_or(Due::NoExpiry)?;
+    let expires_at = humantime::parse_rfc3339(expiry.trim()).map_err(|_| Due::UnreadableExpiry)?;
     // Anyone who may edit the Secret may write any expiry (ecr-refresh's own token too:
     // the admission policy lets it set ecr-refresh/ annotations). One past what a token
     // can live would keep the Secret fresh forever while its token dies.
     if expires_at > now + TOKEN_LIFETIME + CLOCK_SKEW {
-        return Decision::Due(Due::ImplausibleExpiry { expires_at });
+        return Err(Due::ImplausibleExpiry { expires_at });
     }
     // A RENEW_BEFORE reaching back before 1970 makes every Secret due.
     let due_at = expires_at
@@ -152,15 +220,25 @@ pub fn decide(secret: Option<&Secret>, policy: &Policy<'_>, now: SystemTime) -> 
     // RENEW_BEFORE of a token's lifetime or more means every run: no recorded expiry, even
     // one inside the clock-skew allowance, keeps a Secret from being written.
     if now >= due_at || policy.renew_before >= TOKEN_LIFETIME {
-        return Decision::Due(Due::ExpiresSoon { expires_at, due_at });
+        return Err(Due::ExpiresSoon { expires_at, due_at });
     }
+    Ok((expires_at, due_at))
+}
 
-    let recorded: BTreeSet<String> = annotation(REGISTRIES_ANNOTATION)
+/// The hosts our last write recorded (`ecr-refresh/registries`), as the kubelet matches them.
+pub fn recorded_hosts(secret: &Secret) -> BTreeSet<String> {
+    annotation(secret, REGISTRIES_ANNOTATION)
         .unwrap_or_default()
         .split(',')
         .map(normalize)
         .filter(|h| !h.is_empty())
-        .collect();
+        .collect()
+}
+
+/// Why the Secret's content is due: its registries, then our entries (only when the registries
+/// are right: a missing or stale one changes them anyway), then kubectl's copy of a password.
+fn content(secret: &Secret, policy: &Policy<'_>) -> Vec<Due> {
+    let recorded = recorded_hosts(secret);
     let entries = match secret
         .data
         .as_ref()
@@ -170,41 +248,48 @@ pub fn decide(secret: Option<&Secret>, policy: &Policy<'_>, now: SystemTime) -> 
         None => Vec::new(),
         Some(Ok(entries)) => entries,
         // The write refuses an unreadable value with its own error; nothing here is ours.
-        Some(Err(_)) => return Decision::Due(Due::EntriesChanged),
+        Some(Err(_)) => return vec![Due::EntriesChanged],
     };
     // Our entries are keyed by the bare host; `https://HOST` beside it is caught by the digest.
     let keys: BTreeSet<String> = entries.iter().map(|(k, _)| k.clone()).collect();
-    if let Some(due) = registries_due(&recorded, &keys, policy.registries) {
-        return Decision::Due(due);
-    }
+    let mut due = registries_due(&recorded, &keys, policy.registries);
     let ours: Vec<&str> = recorded.iter().map(String::as_str).collect();
-    if annotation(DIGEST_ANNOTATION) != Some(digest(&entries, &ours).as_str()) {
-        return Decision::Due(Due::EntriesChanged);
+    if due.is_empty()
+        && annotation(secret, DIGEST_ANNOTATION) != Some(digest(&entries, &ours).as_str())
+    {
+        due.push(Due::EntriesChanged);
     }
     if last_applied_holds_ours(secret, &ours) {
-        return Decision::Due(Due::LastAppliedHoldsPassword);
+        due.push(Due::LastAppliedHoldsPassword);
     }
-    Decision::Fresh { expires_at, due_at }
+    due
 }
 
-/// Whether the hosts our last write recorded (and the entries present) are what is configured.
+/// Whether the hosts our last write recorded (and the entries present) are what is configured:
+/// every configured host missing, then every recorded host no longer configured.
 fn registries_due(
     recorded: &BTreeSet<String>,
     keys: &BTreeSet<String>,
     expected: Registries<'_>,
-) -> Option<Due> {
+) -> Vec<Due> {
+    let missing_then_stale = |expected: Vec<&str>| -> Vec<Due> {
+        let missing: Vec<Due> = expected
+            .iter()
+            .filter(|h| !recorded.contains(**h) || !keys.contains(**h))
+            .map(|h| Due::MissingRegistry((*h).to_owned()))
+            .collect();
+        if !missing.is_empty() {
+            return missing;
+        }
+        recorded
+            .iter()
+            .filter(|r| !expected.contains(&r.as_str()))
+            .map(|stale| Due::StaleRegistry(stale.clone()))
+            .collect()
+    };
     match expected {
         Registries::Configured(hosts) => {
-            if let Some(missing) = hosts
-                .iter()
-                .find(|h| !recorded.contains(h.host()) || !keys.contains(h.host()))
-            {
-                return Some(Due::MissingRegistry(missing.host().to_owned()));
-            }
-            recorded
-                .iter()
-                .find(|r| !hosts.iter().any(|h| h.host() == r.as_str()))
-                .map(|stale| Due::StaleRegistry(stale.clone()))
+            missing_then_stale(hosts.iter().map(RegistryHost::host).collect())
         }
         Registries::Own { region, dual_stack } => {
             let elsewhere = |host: &String| match (RegistryHost::from_str(host), region) {
@@ -213,7 +298,7 @@ fn registries_due(
                 (Ok(_), None) => false,
             };
             if let Some(stale) = recorded.iter().find(|h| elsewhere(h)) {
-                return Some(Due::StaleRegistry(stale.clone()));
+                return vec![Due::StaleRegistry(stale.clone())];
             }
             // The caller's registry as ECR names it (never a dual-stack host), then its twin.
             let ipv4: Vec<&String> = recorded
@@ -222,36 +307,27 @@ fn registries_due(
                 .collect();
             let host = match ipv4[..] {
                 [] => {
-                    return Some(Due::MissingRegistry(format!(
+                    return vec![Due::MissingRegistry(format!(
                         "(the caller's own registry in {})",
                         region.unwrap_or("AWS_REGION")
-                    )));
+                    ))];
                 }
                 [host] => host,
                 // Only one of them is the caller's, and which one only ECR can say.
                 [_, ..] => {
-                    return Some(Due::StaleRegistry(
+                    return vec![Due::StaleRegistry(
                         recorded.iter().cloned().collect::<Vec<_>>().join(","),
-                    ));
+                    )];
                 }
             };
             let twin = RegistryHost::from_str(host)
                 .ok()
                 .and_then(|h| h.dual_stack_twin().ok().flatten())
                 .map(|t| t.host().to_owned());
-            let expected: BTreeSet<String> = std::iter::once(host.clone())
-                .chain(twin.filter(|_| dual_stack))
+            let expected: Vec<&str> = std::iter::once(host.as_str())
+                .chain(twin.as_deref().filter(|_| dual_stack))
                 .collect();
-            if let Some(missing) = expected
-                .iter()
-                .find(|h| !recorded.contains(*h) || !keys.contains(*h))
-            {
-                return Some(Due::MissingRegistry(missing.clone()));
-            }
-            recorded
-                .iter()
-                .find(|h| !expected.contains(*h))
-                .map(|stale| Due::StaleRegistry(stale.clone()))
+            missing_then_stale(expected)
         }
     }
 }
@@ -313,16 +389,88 @@ pub fn value_digest(value: &[u8], hosts: &[&str]) -> Result<String, UnreadableDo
     Ok(digest(&docker_config::auths(value)?, hosts))
 }
 
+/// Secrets as a refresh leaves them, and the edits others make, for the tests of every module
+/// that judges one.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use std::collections::BTreeMap;
+    use std::str::FromStr;
+
+    use base64::Engine as _;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    use secrecy::SecretString;
+
+    use super::value_digest;
+    use crate::aws::ecr::Credential;
+    use crate::aws::registry::RegistryHost;
+    use crate::pull_secret::{
+        DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, REGISTRIES_ANNOTATION, SECRET_TYPE,
+        docker_config,
+    };
+
+    /// A Secret as our write leaves it: entries for `written`, the record, expiring at `expires`.
+    pub fn ours(written: &[&str], expires: &str) -> Secret {
+        let registries: Vec<RegistryHost> = written
+            .iter()
+            .map(|h| RegistryHost::from_str(h).expect("a registry host"))
+            .collect();
+        let password = SecretString::from("pw-a-long-random-token");
+        let credentials: Vec<Credential> = registries
+            .iter()
+            .map(|registry| Credential {
+                registry,
+                password: &password,
+            })
+            .collect();
+        let value = docker_config::merge(
+            Some(br#"{"auths":{"ghcr.io":{"auth":"Zm9vOmJhcg=="}}}"#),
+            &credentials,
+            &[],
+        )
+        .unwrap()
+        .into_bytes();
+        let digest = value_digest(&value, written).unwrap();
+        let mut secret = Secret {
+            type_: Some(SECRET_TYPE.to_owned()),
+            ..Secret::default()
+        };
+        secret.metadata.annotations = Some(BTreeMap::from([
+            (EXPIRES_ANNOTATION.to_owned(), expires.to_owned()),
+            (REGISTRIES_ANNOTATION.to_owned(), written.join(",")),
+            (DIGEST_ANNOTATION.to_owned(), digest),
+        ]));
+        secret.data = Some(BTreeMap::from([(DATA_KEY.to_owned(), ByteString(value))]));
+        secret
+    }
+
+    pub fn annotate(mut secret: Secret, key: &str, value: Option<&str>) -> Secret {
+        let annotations = secret.metadata.annotations.get_or_insert_default();
+        match value {
+            Some(v) => annotations.insert(key.to_owned(), v.to_owned()),
+            None => annotations.remove(key),
+        };
+        secret
+    }
+
+    /// kubectl's last-applied annotation, holding a password for `host`.
+    pub fn last_applied(host: &str) -> String {
+        let value = format!(r#"{{"auths":{{"https://{host}":{{"password":"old"}}}}}}"#);
+        serde_json::json!({
+            "data": { DATA_KEY: base64::engine::general_purpose::STANDARD.encode(value) }
+        })
+        .to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
-    use base64::Engine as _;
     use k8s_openapi::ByteString;
-    use secrecy::SecretString;
 
+    use super::fixtures::{annotate, last_applied, ours};
     use super::*;
-    use crate::aws::ecr::Credential;
     use crate::pull_secret::LAST_APPLIED_ANNOTATION;
 
     const A: &str = "111111111111.dkr.ecr.us-east-1.amazonaws.com";
@@ -343,44 +491,6 @@ mod tests {
             .collect()
     }
 
-    /// A Secret as our write leaves it: entries for `written`, the record, expiring at `expires`.
-    fn ours(written: &[&str], expires: &str) -> Secret {
-        let registries = hosts(written);
-        let password = SecretString::from("pw-a-long-random-token");
-        let credentials: Vec<Credential> = registries
-            .iter()
-            .map(|registry| Credential {
-                registry,
-                password: &password,
-            })
-            .collect();
-        let value = docker_config::merge(
-            Some(br#"{"auths":{"ghcr.io":{"auth":"Zm9vOmJhcg=="}}}"#),
-            &credentials,
-            &[],
-        )
-        .unwrap()
-        .into_bytes();
-        let digest = value_digest(&value, written).unwrap();
-        let mut secret = Secret::default();
-        secret.metadata.annotations = Some(BTreeMap::from([
-            (EXPIRES_ANNOTATION.to_owned(), expires.to_owned()),
-            (REGISTRIES_ANNOTATION.to_owned(), written.join(",")),
-            (DIGEST_ANNOTATION.to_owned(), digest),
-        ]));
-        secret.data = Some(BTreeMap::from([(DATA_KEY.to_owned(), ByteString(value))]));
-        secret
-    }
-
-    fn annotate(mut secret: Secret, key: &str, value: Option<&str>) -> Secret {
-        let annotations = secret.metadata.annotations.get_or_insert_default();
-        match value {
-            Some(v) => annotations.insert(key.to_owned(), v.to_owned()),
-            None => annotations.remove(key),
-        };
-        secret
-    }
-
     fn with_value(mut secret: Secret, value: &str) -> Secret {
         secret.data = Some(BTreeMap::from([(
             DATA_KEY.to_owned(),
@@ -391,14 +501,6 @@ mod tests {
 
     fn value_of(secret: &Secret) -> String {
         String::from_utf8(secret.data.as_ref().unwrap()[DATA_KEY].0.clone()).unwrap()
-    }
-
-    fn last_applied(host: &str) -> String {
-        let value = format!(r#"{{"auths":{{"https://{host}":{{"password":"old"}}}}}}"#);
-        serde_json::json!({
-            "data": { DATA_KEY: base64::engine::general_purpose::STANDARD.encode(value) }
-        })
-        .to_string()
     }
 
     #[test]
@@ -592,6 +694,11 @@ mod tests {
             ),
         ];
         for (name, secret, policy, expected) in cases {
+            let first = reasons(secret.as_ref(), &policy, now()).into_iter().next();
+            match &expected {
+                Decision::Due(due) => assert_eq!(first.as_ref(), Some(due), "{name}: first reason"),
+                Decision::Fresh { .. } => assert_eq!(first, None, "{name}: no reason"),
+            }
             assert_eq!(decide(secret.as_ref(), &policy, now()), expected, "{name}");
         }
     }

@@ -226,13 +226,20 @@ pub fn judge(
     now: SystemTime,
 ) -> Result<Read, SecretError> {
     if let Some(current) = &current {
-        writable(current)?;
-        if let Some(value) = current.data.as_ref().and_then(|d| d.get(DATA_KEY)) {
-            docker_config::auths_keys(&value.0)?;
-        }
+        can_write(current)?;
     }
     let decision = due::decide(current.as_ref(), policy, now);
     Ok(Read { current, decision })
+}
+
+/// Whether a write could fix the Secret: not if it has another type, is immutable, or holds a
+/// value that does not read. A refresh fails such a namespace; a check reports it.
+pub fn can_write(current: &Secret) -> Result<(), SecretError> {
+    writable(current)?;
+    if let Some(value) = current.data.as_ref().and_then(|d| d.get(DATA_KEY)) {
+        docker_config::auths_keys(&value.0)?;
+    }
+    Ok(())
 }
 
 /// Writes the pull Secret in `namespace`, the one `api` is scoped to, starting from `first`,

@@ -3,75 +3,62 @@
 //! fetched when the first namespace turns out to be due. Then the summary and the exit code.
 
 mod lines;
-mod stop;
 mod tokens;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use aws_config::SdkConfig;
-use futures::channel::mpsc;
-use futures::{SinkExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::{Api, Client};
 use tokio::sync::OnceCell;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
-use crate::aws::ecr;
 use crate::cluster::namespaces::{Candidate, Origin, Pages};
 use crate::cluster::{client, events};
 use crate::config::Config;
+use crate::config::pushgateway::Pushgateway;
 use crate::metrics;
-use crate::pull_secret::due::{self, Decision, Policy, Registries};
+use crate::pull_secret::due::{self, Decision, Policy};
 use crate::pull_secret::service_accounts;
 use crate::pull_secret::write::{self, SecretError, SkipReason, Written};
-use crate::report::{self, AccountOutcome, Outcome, Report, Summary, exit};
-use crate::termination::write_termination_message;
+use crate::report::{AccountOutcome, Outcome, Report, Summary};
+use crate::run::Rules;
+use crate::run::end::{Finished, Unavailable, end};
+use crate::run::pages::{Driver, Visit, each_namespace};
+use crate::run::stop::Stop;
+pub use crate::run::stop::{SHUTDOWN_GRACE, shutdown_signal};
 use lines::{log_left_undone, log_summary, log_written};
-use stop::Stop;
-pub use stop::{SHUTDOWN_GRACE, shutdown_signal};
 use tokens::{TokenError, Tokens};
 
-/// Why a run wrote nothing at all.
-#[derive(Debug, thiserror::Error)]
-enum Unavailable {
-    /// Stopped (deadline or SIGTERM) before the first namespace: exit 1, as any stop.
-    #[error("stopped before any namespace was written: {0}; the next run covers them")]
-    Stopped(&'static str),
-    /// No tokens. ServiceAccounts of namespaces that needed none (fresh Secrets) may have
-    /// been given the Secret before the failure: `accounts_added` says which, so that the
-    /// summary says what was written.
-    #[error("{error}{}", accounts_note(.accounts_added))]
-    Tokens {
-        error: Arc<TokenError>,
-        accounts_added: Vec<String>,
-    },
-    #[error("{0}")]
-    Cluster(#[from] client::ClusterError),
-    #[error("{0}")]
-    Namespaces(#[from] crate::cluster::namespaces::NamespaceError),
+/// What a run came to, for its end.
+struct Refreshed<'a> {
+    report: Report,
+    summary: Summary,
+    config: &'a Config,
 }
 
-/// What the exit-3 message adds when ServiceAccounts were written before the tokens failed.
-fn accounts_note(added: &[String]) -> String {
-    if added.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; no Secret was written, but the Secret was already added to the imagePullSecrets of \
-             these ServiceAccounts (their namespaces' Secrets were fresh): {}",
-            added.join(", ")
-        )
+impl Finished for Refreshed<'_> {
+    fn exit_code(&self) -> u8 {
+        self.report.exit_code()
     }
-}
 
-impl Unavailable {
-    fn accounts_added(&self) -> &[String] {
-        match self {
-            Self::Tokens { accounts_added, .. } => accounts_added,
-            _ => &[],
-        }
+    fn log_summary(&self, elapsed_ms: u64) {
+        let summary = Summary {
+            elapsed_ms,
+            ..self.summary.clone()
+        };
+        log_summary(&self.report, &summary, self.config);
+    }
+
+    fn termination_message(&self, elapsed_ms: u64) -> String {
+        let summary = Summary {
+            elapsed_ms,
+            ..self.summary.clone()
+        };
+        self.report.termination_message(&summary)
     }
 }
 
@@ -81,65 +68,26 @@ pub async fn run(
     shutdown: impl Future<Output = &'static str> + Send + 'static,
 ) -> u8 {
     let started = Instant::now();
-    match refresh(config, Stop::new(shutdown)).await {
-        Ok((report, mut summary)) => {
-            summary.elapsed_ms = started.elapsed().as_millis() as u64;
-            log_summary(&report, &summary, config);
-            write_termination_message(
-                config.termination_log.as_deref(),
-                &report.termination_message(&summary),
-            )
-            .await;
-            let code = report.exit_code();
-            push_metrics(config, code, started, Some(&report), &summary.token_expiry).await;
-            code
-        }
-        Err(e) => {
-            let code = match e {
-                Unavailable::Stopped(_) => exit::FAILED,
-                _ => exit::UNAVAILABLE,
-            };
-            let added = e.accounts_added();
-            if added.is_empty() {
-                error!(error = %e, exit_code = code, "nothing was written");
-            } else {
-                error!(
-                    error = %e,
-                    exit_code = code,
-                    service_accounts_added = %added.join(","),
-                    "no Secret was written; ServiceAccounts were"
-                );
-            }
-            write_termination_message(
-                config.termination_log.as_deref(),
-                &report::termination_error(code, &e.to_string()),
-            )
-            .await;
-            push_metrics(config, code, started, None, &Default::default()).await;
-            code
-        }
-    }
-}
-
-/// The run's metrics to the Pushgateway, when one is configured.
-async fn push_metrics(
-    config: &Config,
-    exit_code: u8,
-    started: Instant,
-    report: Option<&Report>,
-    token_expiry: &std::collections::BTreeMap<String, SystemTime>,
-) {
-    if let Some(gateway) = &config.pushgateway {
+    let result = refresh(config, Stop::new(shutdown))
+        .await
+        .map(|(report, summary)| Refreshed {
+            report,
+            summary,
+            config,
+        });
+    let push = async |gateway: &Pushgateway, exit_code, duration, done: Option<&Refreshed>| {
+        let none = BTreeMap::new();
         let run = metrics::RunEnd {
             finished_at: SystemTime::now(),
-            duration: started.elapsed(),
+            duration,
             exit_code,
             dry_run: config.dry_run,
-            report,
-            token_expiry,
+            report: done.map(|d| &d.report),
+            token_expiry: done.map_or(&none, |d| &d.summary.token_expiry),
         };
         metrics::push(gateway, &run).await;
-    }
+    };
+    end(config, started, result, "nothing was written", push).await
 }
 
 /// What a run has in hand before its first namespace.
@@ -167,7 +115,7 @@ struct Shared<'a> {
 async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unavailable> {
     let prepared = tokio::select! {
         prepared = prepare(config) => prepared?,
-        reason = stop.stopping() => return Err(Unavailable::Stopped(reason)),
+        reason = stop.stopping() => return Err(Unavailable::Stopped { reason, done: "written" }),
     };
     let tokens = Tokens {
         sdk: &prepared.sdk,
@@ -175,18 +123,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         cell: OnceCell::new(),
     };
     let region = prepared.sdk.region().map(|r| r.as_ref().to_owned());
-    // Every host a write puts in `auths`: a Secret holding exactly these is not due for them.
-    let written = ecr::with_twins(config.registries.clone(), config.dual_stack).expect(
-        "Config::from_env refuses DUAL_STACK for a configured registry without a dual-stack form",
-    );
-    let registries = if config.registries.is_empty() {
-        Registries::Own {
-            region: region.as_deref(),
-            dual_stack: config.dual_stack,
-        }
-    } else {
-        Registries::Configured(&written)
-    };
+    let rules = Rules::new(config, region);
     let events = events::Events::new(
         &prepared.client,
         config.events,
@@ -196,10 +133,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
     let shared = Shared {
         config,
         client: &prepared.client,
-        policy: Policy {
-            renew_before: config.renew_before,
-            registries,
-        },
+        policy: rules.policy(),
         tokens: &tokens,
         stop: &stop,
         events: &events,
@@ -240,11 +174,7 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
     // The caller's own registry is found in the region: without one, no Secret can be judged
     // or written. Said before the cluster is asked anything.
     if config.registries.is_empty() && sdk.region().is_none() {
-        let no_region = TokenError::Token(ecr::EcrError::NoRegion);
-        return Err(Unavailable::Tokens {
-            error: Arc::new(no_region),
-            accounts_added: Vec::new(),
-        });
+        return Err(Unavailable::NoRegion);
     }
     let (client, url) = client::connect().await?;
     let version = client::check(&client, &url).await?;
@@ -265,77 +195,46 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
 /// with the error, if the tokens cannot be had: nothing has been written then, and nothing is.
 async fn refresh_all(
     shared: &Shared<'_>,
-    mut pages: Pages<'_>,
+    pages: Pages<'_>,
     first: Vec<Candidate>,
 ) -> Result<Report, Arc<TokenError>> {
     let config = shared.config;
-    let stop = shared.stop;
-    let (mut tx, rx) = mpsc::channel::<Candidate>(config.concurrency);
-
-    let producer = async move {
-        let mut undone: Vec<String> = Vec::new();
-        let mut listing_incomplete = false;
-        let mut page = Some(first);
-        while let Some(candidates) = page.take() {
-            for candidate in candidates {
-                if stop.reason().is_some() {
-                    undone.push(candidate.name);
-                } else if let Err(e) = tx.send(candidate.clone()).await {
-                    // The writers are gone, which a panic would do: count it anyway.
-                    error!(error = %e, "namespace queue closed");
-                    undone.push(candidate.name);
-                }
-            }
-            if let Some(reason) = stop.reason() {
-                if pages.has_more() {
-                    listing_incomplete = true;
-                    warn!(reason, "the namespace list was not read to its end");
-                }
-                break;
-            }
-            let next = tokio::select! {
-                next = pages.next() => next,
-                () = stop.abandoned() => {
-                    warn!("the namespace list was not read to its end: the shutdown grace ran out");
-                    listing_incomplete = true;
-                    break;
-                }
-            };
-            match next {
-                None => {}
-                Some(Ok(next)) => page = Some(next),
-                Some(Err(e)) => {
-                    error!(error = %e, "namespace list stopped: namespaces on later pages were not refreshed");
-                    listing_incomplete = true;
-                }
-            }
-        }
-        drop(tx);
-        Ok((undone, listing_incomplete))
+    let secret = config.secret_name.as_str();
+    let driver = Driver {
+        stop: shared.stop,
+        concurrency: config.concurrency,
+        done: "refreshed",
     };
-
-    let writers = rx
-        .map(|candidate| refresh_namespace(shared, candidate))
-        .buffer_unordered(config.concurrency)
-        .try_fold(Report::default(), |mut report, done| async move {
-            report.record(&done.namespace, done.outcome, &done.accounts);
-            report.record_expiry(done.expires_at);
-            report.unknown += usize::from(done.unknown);
-            if done.reason == Some(SkipReason::NamespaceNotFound) {
-                report.not_found.push(done.namespace);
+    let record = |report: &mut Report, visit: Visit<Done>| {
+        let done = match visit {
+            Visit::Done(done) => done,
+            Visit::Undone(namespace) => {
+                let reason = shared.stop.reason().unwrap_or("stopped");
+                log_left_undone(&namespace, secret, reason);
+                Done::failed(namespace)
             }
-            Ok(report)
-        });
-
-    // A token failure drops the producer and every namespace in flight: none of them can have
+            Visit::Abandoned(namespace) => {
+                let error = format!(
+                    "interrupted: still in flight {}s after the stop; the write may or may not have landed, \
+                     the next run covers it",
+                    SHUTDOWN_GRACE.as_secs()
+                );
+                error!(namespace = namespace.as_str(), secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "namespace failed");
+                Done::failed(namespace)
+            }
+        };
+        report.record(&done.namespace, done.outcome, &done.accounts);
+        report.record_expiry(done.expires_at);
+        report.unknown += usize::from(done.unknown);
+        if done.reason == Some(SkipReason::NamespaceNotFound) {
+            report.not_found.push(done.namespace);
+        }
+    };
+    // A token failure drops the list and every namespace in flight: none of them can have
     // written, since a write needs the tokens.
-    let ((undone, listing_incomplete), mut report) = futures::try_join!(producer, writers)?;
-    let reason = stop.reason().unwrap_or("stopped");
-    for namespace in undone {
-        log_left_undone(&namespace, config.secret_name.as_str(), reason);
-        report.record(&namespace, Outcome::Failed, &[]);
-        report.unknown += 1;
-    }
+    let visit = |candidate| refresh_namespace(shared, candidate);
+    let (mut report, listing_incomplete) =
+        each_namespace(pages, first, driver, visit, record, Report::default()).await?;
     report.listing_incomplete = listing_incomplete;
     // In name order, not the order the writes happened to finish in.
     report.not_found.sort();
@@ -379,17 +278,13 @@ impl Done {
     }
 }
 
-/// One namespace, unless the run is stopping; abandoned if the shutdown grace runs out.
+/// One namespace: skipped when it is being deleted or does not exist, else written.
 async fn refresh_namespace(
     shared: &Shared<'_>,
     candidate: Candidate,
 ) -> Result<Done, Arc<TokenError>> {
     let namespace = candidate.name;
     let secret = shared.config.secret_name.as_str();
-    if let Some(reason) = shared.stop.reason() {
-        log_left_undone(&namespace, secret, reason);
-        return Ok(Done::failed(namespace));
-    }
     // A namespace being deleted takes its Secret with it; one named but not there has none.
     let skip = match (candidate.terminating, candidate.origin) {
         (true, _) => Some(SkipReason::NamespaceTerminating),
@@ -400,19 +295,7 @@ async fn refresh_namespace(
         log_written(&namespace, secret, &Written::skipped(reason), "", "");
         return Ok(Done::skipped(namespace, reason));
     }
-    let done = tokio::select! {
-        done = write_namespace(shared, &namespace, candidate.origin) => done?,
-        () = shared.stop.abandoned() => {
-            let error = format!(
-                "interrupted: still in flight {}s after the stop; the write may or may not have landed, \
-                 the next run covers it",
-                SHUTDOWN_GRACE.as_secs()
-            );
-            error!(namespace = namespace.as_str(), secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "namespace failed");
-            Done::failed(namespace)
-        }
-    };
-    Ok(done)
+    write_namespace(shared, &namespace, candidate.origin).await
 }
 
 /// Why one namespace's Secret was not refreshed.

@@ -10,15 +10,7 @@ use tracing::info;
 use crate::aws::{ecr, login};
 use crate::config::Config;
 use crate::pull_secret::write::Desired;
-
-/// Why the run's tokens could not be had: then no namespace is written.
-#[derive(Debug, thiserror::Error)]
-pub enum TokenError {
-    #[error("no ECR token: {0}")]
-    Token(#[from] ecr::EcrError),
-    #[error("login check failed: {0}")]
-    Login(#[from] login::LoginError),
-}
+pub use crate::run::end::TokenError;
 
 /// The run's tokens, fetched when the first namespace turns out to be due: a run where nothing
 /// is due asks ECR nothing. Every due namespace waits on the one fetch, so it is still one call

@@ -1,5 +1,5 @@
-//! The run's stop: at the deadline (ECR_REFRESH_TIMEOUT) or on SIGTERM, nothing new starts;
-//! writes in flight get SHUTDOWN_GRACE, then are abandoned.
+//! The run's stop, for either mode: at the deadline (ECR_REFRESH_TIMEOUT) or on SIGTERM,
+//! nothing new starts; namespaces in flight get SHUTDOWN_GRACE, then are abandoned.
 
 use std::future::Future;
 use std::time::Duration;
@@ -53,7 +53,7 @@ impl Stop {
             warn!(
                 reason,
                 grace_s = SHUTDOWN_GRACE.as_secs(),
-                "stopping: no new namespace is started; writes in flight may finish within the grace"
+                "stopping: no new namespace is started; those in flight may finish within the grace"
             );
             let _ = tx.send(Phase::Stopping(reason));
             tokio::time::sleep(SHUTDOWN_GRACE).await;

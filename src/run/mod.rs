@@ -1,0 +1,49 @@
+//! What the two modes share: the rules a Secret is judged by (a refresh writes a Secret they
+//! call due; a check reports it), the stop, the namespace driver over the list pages, and the
+//! end of a run.
+
+pub mod end;
+pub mod pages;
+pub mod stop;
+
+use crate::aws::ecr;
+use crate::aws::registry::RegistryHost;
+use crate::config::Config;
+use crate::pull_secret::due::{Policy, Registries};
+
+/// The configuration's rules for a Secret, as both modes judge it.
+pub struct Rules<'a> {
+    config: &'a Config,
+    /// Every host a write puts in `auths`: a Secret holding exactly these is not due for them.
+    written: Vec<RegistryHost>,
+    /// AWS_REGION: where the caller's own registry is, when none is configured.
+    region: Option<String>,
+}
+
+impl<'a> Rules<'a> {
+    pub fn new(config: &'a Config, region: Option<String>) -> Self {
+        let written = ecr::with_twins(config.registries.clone(), config.dual_stack).expect(
+            "Config::from_env refuses DUAL_STACK for a configured registry without a dual-stack form",
+        );
+        Self {
+            config,
+            written,
+            region,
+        }
+    }
+
+    pub fn policy(&self) -> Policy<'_> {
+        let registries = if self.config.registries.is_empty() {
+            Registries::Own {
+                region: self.region.as_deref(),
+                dual_stack: self.config.dual_stack,
+            }
+        } else {
+            Registries::Configured(&self.written)
+        };
+        Policy {
+            renew_before: self.config.renew_before,
+            registries,
+        }
+    }
+}

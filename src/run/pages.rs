@@ -1,0 +1,124 @@
+//! The namespace driver of both modes: every selected namespace, ECR_REFRESH_CONCURRENCY at a
+//! time, as the list pages arrive. Once the run is stopping nothing new starts, and what is in
+//! flight when the shutdown grace runs out is abandoned.
+
+use std::future::Future;
+
+use futures::channel::mpsc;
+use futures::{SinkExt, StreamExt};
+use tracing::{error, warn};
+
+use super::stop::Stop;
+use crate::cluster::namespaces::{Candidate, Pages};
+
+/// What became of one selected namespace.
+pub enum Visit<T> {
+    /// The mode's work for it ran to its end.
+    Done(T),
+    /// Never started: the run was stopping.
+    Undone(String),
+    /// In flight when the shutdown grace ran out.
+    Abandoned(String),
+}
+
+/// How a mode runs its namespaces.
+#[derive(Clone, Copy)]
+pub struct Driver<'a> {
+    pub stop: &'a Stop,
+    /// ECR_REFRESH_CONCURRENCY.
+    pub concurrency: usize,
+    /// How the log says what was not done to later pages: "refreshed", "checked".
+    pub done: &'static str,
+}
+
+/// Every namespace of `first` and the pages after it, through `visit`, each result handed to
+/// `record`. Ends at once with `visit`'s error, dropping what is in flight. Returns the
+/// record, and whether the namespace list was incomplete.
+pub async fn each_namespace<T, E, R, F, Fut>(
+    mut pages: Pages<'_>,
+    first: Vec<Candidate>,
+    driver: Driver<'_>,
+    visit: F,
+    mut record: impl FnMut(&mut R, Visit<T>),
+    mut recorded: R,
+) -> Result<(R, bool), E>
+where
+    F: Fn(Candidate) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let Driver {
+        stop,
+        concurrency,
+        done,
+    } = driver;
+    let (mut tx, rx) = mpsc::channel::<Candidate>(concurrency);
+
+    let producer = async move {
+        let mut undone: Vec<String> = Vec::new();
+        let mut listing_incomplete = false;
+        let mut page = Some(first);
+        while let Some(candidates) = page.take() {
+            for candidate in candidates {
+                if stop.reason().is_some() {
+                    undone.push(candidate.name);
+                } else if let Err(e) = tx.send(candidate.clone()).await {
+                    // The consumer is gone, which a panic would do: count it anyway.
+                    error!(error = %e, "namespace queue closed");
+                    undone.push(candidate.name);
+                }
+            }
+            if let Some(reason) = stop.reason() {
+                if pages.has_more() {
+                    listing_incomplete = true;
+                    warn!(reason, "the namespace list was not read to its end");
+                }
+                break;
+            }
+            let next = tokio::select! {
+                next = pages.next() => next,
+                () = stop.abandoned() => {
+                    warn!("the namespace list was not read to its end: the shutdown grace ran out");
+                    listing_incomplete = true;
+                    break;
+                }
+            };
+            match next {
+                None => {}
+                Some(Ok(next)) => page = Some(next),
+                Some(Err(e)) => {
+                    error!(error = %e, "namespace list stopped: namespaces on later pages were not {done}");
+                    listing_incomplete = true;
+                }
+            }
+        }
+        drop(tx);
+        Ok((undone, listing_incomplete))
+    };
+
+    let record_ = &mut record;
+    let recorded_ = &mut recorded;
+    let consumer = async move {
+        let mut visits = rx
+            .map(|candidate| async {
+                if stop.reason().is_some() {
+                    return Ok(Visit::Undone(candidate.name));
+                }
+                let name = candidate.name.clone();
+                tokio::select! {
+                    done = visit(candidate) => done.map(Visit::Done),
+                    () = stop.abandoned() => Ok(Visit::Abandoned(name)),
+                }
+            })
+            .buffer_unordered(concurrency);
+        while let Some(visited) = visits.next().await {
+            record_(recorded_, visited?);
+        }
+        Ok(())
+    };
+
+    let ((undone, listing_incomplete), ()) = futures::try_join!(producer, consumer)?;
+    for namespace in undone {
+        record(&mut recorded, Visit::Undone(namespace));
+    }
+    Ok((recorded, listing_incomplete))
+}
