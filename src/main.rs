@@ -10,7 +10,7 @@ use ecr_refresh::config::{Config, Mode};
 use ecr_refresh::logging::LogFormat;
 use ecr_refresh::report::{exit, termination_error};
 use ecr_refresh::termination::write_termination_message_now;
-use ecr_refresh::{check, logging, refresh};
+use ecr_refresh::{check, logging, refresh, run};
 
 fn main() -> ExitCode {
     // Before anything else is read: --help and --version touch neither AWS nor the cluster.
@@ -73,7 +73,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::UNAVAILABLE);
         }
     };
-    let shutdown = refresh::shutdown_signal(config.timeout);
+    let shutdown = run::stop::shutdown_signal(config.timeout);
     ExitCode::from(match config.mode {
         Mode::Refresh => runtime.block_on(refresh::run(&config, shutdown)),
         Mode::Check => runtime.block_on(check::run(&config, shutdown)),

@@ -229,7 +229,7 @@ fn both_tries_of_a_job_fit_its_deadline_and_end_before_the_next_run() {
 
         // A try stops starting work at the timeout; then writes in flight get the grace, the
         // summary Event and the metrics push their timeouts.
-        let stopping = ecr_refresh::refresh::SHUTDOWN_GRACE
+        let stopping = ecr_refresh::run::stop::SHUTDOWN_GRACE
             + ecr_refresh::cluster::events::SUMMARY_TIMEOUT
             + ecr_refresh::metrics::PUSH_TIMEOUT;
         let tries = backoff_limit as u32 + 1;

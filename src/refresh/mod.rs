@@ -29,7 +29,7 @@ use crate::run::Rules;
 use crate::run::end::{Finished, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
 use crate::run::stop::Stop;
-pub use crate::run::stop::{SHUTDOWN_GRACE, shutdown_signal};
+use crate::run::stop::SHUTDOWN_GRACE;
 use lines::{log_left_undone, log_summary, log_written};
 use tokens::{TokenError, Tokens};
 
