@@ -97,22 +97,26 @@ pub const OTHER_VARIABLES: &[(&str, &str)] = &[
 pub const EXIT_CODES: &[(u8, &str)] = &[
     (
         exit::OK,
-        "every selected namespace is fresh, refreshed, or skipped with a reason",
+        "all done: every selected namespace is fresh, refreshed, or skipped with a reason; in \
+         check mode, no finding",
     ),
     (
         exit::FAILED,
-        "some namespaces failed or were left undone (deadline reached or SIGTERM), namespaces \
-         named in ECR_REFRESH_NAMESPACES do not exist, or the namespace listing was incomplete",
+        "something asked for was not done: a namespace failed or was left undone (deadline \
+         reached or SIGTERM), no namespace was selected, namespaces named in \
+         ECR_REFRESH_NAMESPACES do not exist, or the namespace listing was incomplete; in check \
+         mode, any finding",
     ),
     (
         exit::CONFIG,
-        "invalid configuration or arguments: nothing was sent",
+        "the configuration is wrong (an invalid value or argument, no AWS region), found before \
+         anything is sent",
     ),
     (
         exit::UNAVAILABLE,
-        "no token, the registry refused the login, or the cluster is unreachable or refuses \
-         us: no Secret was written (the error names any ServiceAccount given the Secret before \
-         the token failed)",
+        "credentials could not be had or were refused (no ECR token, the registry refused the \
+         login), or the cluster is unreachable or refuses us: no Secret was written (the error \
+         names any ServiceAccount given the Secret before the token failed)",
     ),
 ];
 

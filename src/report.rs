@@ -124,14 +124,18 @@ impl AccountOutcome {
 
 /// Process exit codes.
 pub mod exit {
-    /// Every selected namespace is fresh, or skipped with a reason.
+    //! One table for every mode and credential source (README and `--help` print it from
+    //! `cli::EXIT_CODES`).
+
+    /// All done.
     pub const OK: u8 = 0;
-    /// Some namespaces failed or were left undone, namespaces named in
-    /// ECR_REFRESH_NAMESPACES do not exist, or the namespace listing was incomplete.
+    /// Something asked for was not done: a namespace failed or was left undone, nothing was
+    /// selected, a named namespace does not exist, the listing broke off; a check's finding.
     pub const FAILED: u8 = 1;
-    /// The configuration is invalid: nothing was sent.
+    /// The configuration is wrong, found before anything is sent.
     pub const CONFIG: u8 = 2;
-    /// No token, login refused, or the cluster unreachable or refusing us: nothing written.
+    /// Credentials could not be had or were refused, or the cluster is unreachable: nothing
+    /// written.
     pub const UNAVAILABLE: u8 = 3;
 }
 
@@ -186,8 +190,18 @@ impl Report {
         self.outcomes.values().sum()
     }
 
+    /// No namespace was selected at all: a typo in a selector or glob selects nothing, and
+    /// that is something asked for and not done (exit 1), not a quiet success.
+    pub fn nothing_selected(&self) -> bool {
+        self.total() == 0 && self.not_found.is_empty() && !self.listing_incomplete
+    }
+
     pub fn exit_code(&self) -> u8 {
-        if self.failed.is_empty() && !self.listing_incomplete && self.not_found.is_empty() {
+        if self.failed.is_empty()
+            && !self.listing_incomplete
+            && self.not_found.is_empty()
+            && !self.nothing_selected()
+        {
             exit::OK
         } else {
             exit::FAILED

@@ -835,3 +835,34 @@ fn a_check_stops_at_its_deadline_between_namespaces_as_a_refresh_does() {
         serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
     assert_eq!(message["unchecked"], 2);
 }
+
+#[test]
+fn a_selection_that_matches_nothing_is_a_warning_and_exit_1_in_both_modes() {
+    let h = Harness::new();
+    refreshed(&h, &["team-a"], &[]);
+    // A typo in the selector: no namespace carries `tema=a`.
+    let typo = [("ECR_REFRESH_NAMESPACE_SELECTOR", "tema=a")];
+
+    let run = h.run(&typo);
+    run.expect_code(1);
+    assert_eq!(run.summary()["level"], "WARN", "{}", run.stdout);
+    assert_eq!(run.summary()["namespaces"], 0);
+    assert!(
+        run.summary()["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("no namespace was selected"),
+        "{}",
+        run.stdout
+    );
+
+    let run = check(&h, &typo);
+    run.expect_code(1);
+    assert_eq!(run.summary()["level"], "WARN", "{}", run.stdout);
+    let message = run.summary()["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("no namespace was selected"),
+        "{message}"
+    );
+    assert!(!run.stdout.contains("every namespace can pull"));
+}

@@ -177,7 +177,7 @@ fn a_run_with_no_region_says_in_one_line_what_to_set() {
         .output()
         .expect("ecr-refresh runs");
 
-    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(output.status.code(), Some(2), "a configuration error");
     let stdout = text(&output.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 1, "one line:\n{stdout}");
@@ -203,7 +203,7 @@ fn the_sdk_region_lookups_stay_visible_at_debug_and_are_not_repeated_for_the_cre
         .output()
         .expect("ecr-refresh runs");
 
-    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(output.status.code(), Some(2));
     let stdout = text(&output.stdout);
     let lookups = stdout.matches("failed to load region from IMDS").count();
     // aws-config alone asks three times (the config, then the credential and token chains),
@@ -286,4 +286,16 @@ fn the_readme_tables_say_what_help_says() {
         readme_codes, help_codes,
         "README's exit codes against --help's"
     );
+}
+
+#[test]
+fn a_check_with_no_region_is_a_configuration_error_too() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    let output = without_a_region(&h, &[])
+        .arg("check")
+        .output()
+        .expect("ecr-refresh runs");
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stdout));
+    assert!(text(&output.stdout).contains("no AWS region is configured"));
 }

@@ -35,7 +35,7 @@ use crate::config::pushgateway::Pushgateway;
 use crate::pull_secret::due;
 use crate::report::exit;
 use crate::run::Rules;
-use crate::run::end::{Finished, Unavailable, end};
+use crate::run::end::{Finished, NOTHING_SELECTED, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
 use crate::run::stop::Stop;
 pub use findings::{Finding, Group};
@@ -75,8 +75,18 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// No namespace was selected: as in a refresh, exit 1 and a warning, never "every
+    /// namespace can pull".
+    pub fn nothing_selected(&self) -> bool {
+        self.namespaces == 0 && self.unchecked == 0 && !self.listing_incomplete
+    }
+
     pub fn exit_code(&self) -> u8 {
-        if self.with_findings.is_empty() && self.unchecked == 0 && !self.listing_incomplete {
+        if self.with_findings.is_empty()
+            && self.unchecked == 0
+            && !self.listing_incomplete
+            && !self.nothing_selected()
+        {
             exit::OK
         } else {
             exit::FAILED
@@ -479,21 +489,32 @@ fn log_summary(tally: &Tally, elapsed_ms: u64) {
         .iter()
         .map(|(k, n)| format!("{k}={n}"))
         .collect();
-    let message = if tally.exit_code() == exit::OK {
-        "check complete: every namespace can pull"
+    macro_rules! summary {
+        ($level:expr, $message:expr) => {
+            tracing::event!(
+                $level,
+                mode = "check",
+                namespaces = tally.namespaces,
+                ok = tally.ok,
+                with_findings = tally.with_findings.len(),
+                findings = %kinds.join(","),
+                pods_unchecked = tally.pods_unchecked,
+                unchecked = tally.unchecked,
+                listing_incomplete = tally.listing_incomplete,
+                elapsed_ms,
+                "{}",
+                $message
+            )
+        };
+    }
+    if tally.nothing_selected() {
+        summary!(tracing::Level::WARN, NOTHING_SELECTED);
+    } else if tally.exit_code() == exit::OK {
+        summary!(
+            tracing::Level::INFO,
+            "check complete: every namespace can pull"
+        );
     } else {
-        "check complete: findings reported"
-    };
-    info!(
-        mode = "check",
-        namespaces = tally.namespaces,
-        ok = tally.ok,
-        with_findings = tally.with_findings.len(),
-        findings = %kinds.join(","),
-        pods_unchecked = tally.pods_unchecked,
-        unchecked = tally.unchecked,
-        listing_incomplete = tally.listing_incomplete,
-        elapsed_ms,
-        "{message}"
-    );
+        summary!(tracing::Level::INFO, "check complete: findings reported");
+    }
 }

@@ -7,6 +7,7 @@ use tracing::{Level, error};
 use crate::config::Config;
 use crate::pull_secret::write::{SkipReason, Written};
 use crate::report::{AccountOutcome, Outcome, Report, Summary, exit};
+use crate::run::end::NOTHING_SELECTED;
 
 pub fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
     let error = format!("left undone: {reason}; the next run covers it");
@@ -95,6 +96,8 @@ pub fn log_written(
 pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
     let (level, message) = if report.exit_code() == exit::OK {
         (Level::INFO, "run complete")
+    } else if report.nothing_selected() {
+        (Level::WARN, NOTHING_SELECTED)
     } else if report.failed.is_empty() && !report.listing_incomplete {
         (
             Level::WARN,

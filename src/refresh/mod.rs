@@ -28,8 +28,8 @@ use crate::report::{AccountOutcome, Outcome, Report, Summary};
 use crate::run::Rules;
 use crate::run::end::{Finished, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
-use crate::run::stop::Stop;
 use crate::run::stop::SHUTDOWN_GRACE;
+use crate::run::stop::Stop;
 use lines::{log_left_undone, log_summary, log_written};
 use tokens::{TokenError, Tokens};
 

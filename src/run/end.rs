@@ -14,6 +14,11 @@ use crate::config::pushgateway::Pushgateway;
 use crate::report::{exit, termination_error};
 use crate::termination::write_termination_message;
 
+/// The summary's message when the selection matched no namespace, in either mode.
+pub const NOTHING_SELECTED: &str = "no namespace was selected, so nothing was done: check ECR_REFRESH_NAMESPACES, \
+     ECR_REFRESH_EXCLUDE_NAMESPACES and ECR_REFRESH_NAMESPACE_SELECTOR against the cluster's \
+     namespaces and their labels (a typo selects nothing)";
+
 /// Why a run's tokens could not be had: then no namespace is written.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
@@ -68,6 +73,8 @@ impl Unavailable {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Stopped { .. } => exit::FAILED,
+            // A missing region is the configuration's: found before anything is sent.
+            Self::NoRegion => exit::CONFIG,
             _ => exit::UNAVAILABLE,
         }
     }
