@@ -1,13 +1,14 @@
-//! The Helm chart (charts/ecr-refresh/), with real Helm: it renders what the kustomize
-//! manifests render, object for object and field for field (Helm's own labels aside), for
-//! both scopes and with each component's values; its schema refuses bad values, naming
-//! them; and against a real kube-apiserver (tests/control-plane) it installs, upgrades and
+//! The Helm chart (charts/ecr-refresh/), with real Helm: its values reach the objects they
+//! name; its schema refuses bad values, naming them; and against a real kube-apiserver (tests/control-plane) it installs, upgrades and
 //! uninstalls to the objects the values say, its admission policy refuses a stolen token's
 //! requests, and a run of the binary as its ServiceAccount writes the Secrets.
 //!
-//! Needs Helm (`HELM`, or `helm` on PATH: `.ci/go-tool helm` builds it), kubectl on PATH
-//! (for kustomize, as tests/manifests.rs) and `KUBEBUILDER_ASSETS` (`.ci/kube-binaries`).
-//! `.ci/check-chart` adds `helm lint --strict` and kubernetes-validate of the rendered output.
+//! Needs Helm (`HELM`, or `helm` on PATH: `.ci/go-tool helm` builds it) and
+//! `KUBEBUILDER_ASSETS` (`.ci/kube-binaries`). `.ci/check-chart` adds `helm lint --strict`
+//! and kubernetes-validate of the rendered output; `.ci/render-manifests --check` proves
+//! that the kustomize manifests, rendered from the chart, install what it installs, for
+//! both scopes and each component; `.ci/render-chart-docs --check` that values.schema.json
+//! and README.md are generated from values.yaml.
 
 mod common;
 
@@ -16,15 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::manifests::{documents, render_with_components};
+use common::manifests::documents;
 use common::{REGISTRY, b64, docker_config};
 use control_plane::ControlPlane;
 use fake_cluster::FakeEcr;
 use serde_json::{Value, json};
-
-/// The placeholder role the kustomize ServiceAccount carries, for the user to replace; the
-/// chart's default is no annotation (a Helm user sets theirs; a default map can't be unset).
-const IRSA_PLACEHOLDER: &str = "arn:aws:iam::111122223333:role/ecr-refresh";
 
 fn chart_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/ecr-refresh")
@@ -165,107 +162,7 @@ fn render_as(release: &str, namespace: &str, values: &Value) -> Vec<Value> {
     documents(&yaml)
 }
 
-/// `b` merged into `a`, maps key by key (as Helm merges values files).
-fn merged(a: &Value, b: &Value) -> Value {
-    match (a, b) {
-        (Value::Object(a), Value::Object(b)) => {
-            let mut out = a.clone();
-            for (k, v) in b {
-                let next = out.get(k).map_or_else(|| v.clone(), |old| merged(old, v));
-                out.insert(k.clone(), next);
-            }
-            Value::Object(out)
-        }
-        _ => b.clone(),
-    }
-}
-
-// ---- Comparing the chart with kustomize -----------------------------------------------
-
-/// Helm's own labels, left out of the chart's objects before they are compared: each is
-/// removed only where it holds what the chart's `ecr-refresh.labels` sets (so a label that
-/// says something else still counts as a difference), from every `metadata` in an object
-/// (the CronJob's job and pod templates too). Everything else must be equal.
-fn without_helm_labels(value: &mut Value, release: &str) {
-    let own = [
-        (
-            "helm.sh/chart",
-            format!("ecr-refresh-{}", chart_field("version")),
-        ),
-        ("app.kubernetes.io/managed-by", "Helm".to_owned()),
-        ("app.kubernetes.io/instance", release.to_owned()),
-        ("app.kubernetes.io/version", chart_field("appVersion")),
-    ];
-    match value {
-        Value::Object(map) => {
-            if let Some(Value::Object(labels)) =
-                map.get_mut("metadata").and_then(|m| m.get_mut("labels"))
-            {
-                for (key, expected) in &own {
-                    if labels.get(*key).and_then(Value::as_str) == Some(expected.as_str()) {
-                        labels.remove(*key);
-                    }
-                }
-                if labels.is_empty() {
-                    map["metadata"]
-                        .as_object_mut()
-                        .expect("metadata is a map")
-                        .remove("labels");
-                }
-            }
-            for v in map.values_mut() {
-                without_helm_labels(v, release);
-            }
-        }
-        Value::Array(items) => items
-            .iter_mut()
-            .for_each(|v| without_helm_labels(v, release)),
-        _ => {}
-    }
-}
-
-/// CEL and PromQL ignore line breaks, and kustomize re-folds a `>-` expression whose lines
-/// are indented further with a blank line between them (kyaml's output; the chart's is the
-/// file's): blank lines are left out of CEL's `expression` and `messageExpression` and
-/// PromQL's `expr`, on both sides.
-fn without_blank_lines_in_cel(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, v) in map.iter_mut() {
-                match v {
-                    Value::String(s)
-                        if ["expression", "messageExpression", "expr"].contains(&key.as_str()) =>
-                    {
-                        let kept: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
-                        *s = kept.join("\n");
-                    }
-                    _ => without_blank_lines_in_cel(v),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(without_blank_lines_in_cel),
-        _ => {}
-    }
-}
-
-/// A container's `env` is keyed by name (its patchMergeKey), and kustomize's patches move
-/// the entries they set to the front: both sides' are compared in name order.
-fn env_by_name(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, v) in map.iter_mut() {
-                if let (true, Value::Array(env)) = (key == "env", &mut *v) {
-                    env.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-                } else {
-                    env_by_name(v);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(env_by_name),
-        _ => {}
-    }
-}
-
+/// `Kind namespace/name`, for messages.
 fn identity(doc: &Value) -> String {
     format!(
         "{} {}/{}",
@@ -273,193 +170,6 @@ fn identity(doc: &Value) -> String {
         doc["metadata"]["namespace"].as_str().unwrap_or("-"),
         doc["metadata"]["name"].as_str().unwrap_or("?")
     )
-}
-
-/// Every difference between two values, as "path: what".
-fn diff(path: &str, kustomize: &Value, chart: &Value, out: &mut Vec<String>) {
-    match (kustomize, chart) {
-        (Value::Object(k), Value::Object(c)) => {
-            for (key, kv) in k {
-                let p = format!("{path}/{key}");
-                match c.get(key) {
-                    Some(cv) => diff(&p, kv, cv, out),
-                    None => out.push(format!("{p}: only in kustomize: {kv}")),
-                }
-            }
-            for (key, cv) in c {
-                if !k.contains_key(key) {
-                    out.push(format!("{path}/{key}: only in the chart: {cv}"));
-                }
-            }
-        }
-        (Value::Array(k), Value::Array(c)) if k.len() == c.len() => {
-            for (i, (kv, cv)) in k.iter().zip(c).enumerate() {
-                diff(&format!("{path}/{i}"), kv, cv, out);
-            }
-        }
-        _ if kustomize == chart => {}
-        _ => out.push(format!("{path}: kustomize {kustomize}, the chart {chart}")),
-    }
-}
-
-/// The differences between kustomize's objects and the chart's (release `ecr-refresh` in
-/// namespace `ecr-refresh`, as the manifests install), one line each.
-fn differences(kustomize: &str, chart: &[Value]) -> Vec<String> {
-    let mut kustomize = documents(kustomize);
-    for doc in &mut kustomize {
-        without_blank_lines_in_cel(doc);
-        env_by_name(doc);
-    }
-    let mut chart = chart.to_vec();
-    for doc in &mut chart {
-        without_helm_labels(doc, "ecr-refresh");
-        without_blank_lines_in_cel(doc);
-        env_by_name(doc);
-    }
-    let mut out = Vec::new();
-    for k in &kustomize {
-        match chart.iter().find(|c| identity(c) == identity(k)) {
-            Some(c) => {
-                let mut lines = Vec::new();
-                diff("", k, c, &mut lines);
-                out.extend(lines.into_iter().map(|l| format!("{} {l}", identity(k))));
-            }
-            None => out.push(format!("{}: only in kustomize", identity(k))),
-        }
-    }
-    for c in &chart {
-        if !kustomize.iter().any(|k| identity(k) == identity(c)) {
-            out.push(format!("{}: only in the chart", identity(c)));
-        }
-    }
-    out
-}
-
-/// The values that make the chart install what the kustomize manifests do: the Namespace
-/// (off by default: Helm needs the release's namespace before it installs) and the
-/// placeholder IRSA annotation kustomize users replace.
-fn as_kustomize() -> Value {
-    json!({
-        "namespace": {"create": true},
-        "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": IRSA_PLACEHOLDER}},
-    })
-}
-
-fn assert_same(variant: &str, components: &[&str], values: Value) {
-    let kustomize = render_with_components(variant, components);
-    let chart = render(&merged(&as_kustomize(), &values));
-    let found = differences(&kustomize, &chart);
-    assert!(
-        found.is_empty(),
-        "the chart with {values} differs from `kubectl kustomize manifests/{variant}` with {components:?}:\n{}",
-        found.join("\n")
-    );
-}
-
-#[test]
-fn with_default_values_the_chart_differs_from_kustomize_only_by_the_namespace_and_the_irsa_placeholder()
- {
-    let found = differences(&render_with_components("", &[]), &render(&json!({})));
-    let expected = [
-        "Namespace -/ecr-refresh: only in kustomize".to_owned(),
-        format!(
-            "ServiceAccount ecr-refresh/ecr-refresh /metadata/annotations: only in kustomize: \
-             {{\"eks.amazonaws.com/role-arn\":\"{IRSA_PLACEHOLDER}\"}}"
-        ),
-    ];
-    assert_eq!(found, expected, "{}", found.join("\n"));
-}
-
-#[test]
-fn cluster_scope_renders_what_manifests_renders() {
-    assert_same("", &[], json!({}));
-}
-
-#[test]
-fn namespaced_scope_renders_what_manifests_namespaced_renders() {
-    assert_same(
-        "namespaced",
-        &[],
-        json!({"scope": "namespaced", "namespaces": ["team-a", "team-b"]}),
-    );
-}
-
-#[test]
-fn service_accounts_render_what_the_service_accounts_component_renders() {
-    assert_same(
-        "",
-        &["components/service-accounts"],
-        json!({"serviceAccounts": ["default"]}),
-    );
-    assert_same(
-        "namespaced",
-        &["components/service-accounts"],
-        json!({"scope": "namespaced", "namespaces": ["team-a", "team-b"], "serviceAccounts": ["default"]}),
-    );
-}
-
-#[test]
-fn check_pod_rights_render_what_the_check_component_renders() {
-    assert_same(
-        "",
-        &["components/check"],
-        json!({"check": {"podRights": true}}),
-    );
-    assert_same(
-        "namespaced",
-        &["components/check"],
-        json!({"scope": "namespaced", "namespaces": ["team-a", "team-b"], "check": {"podRights": true}}),
-    );
-    // Both components: the chart adds the check's rules after the ServiceAccounts' rule.
-    assert_same(
-        "",
-        &["components/service-accounts", "components/check"],
-        json!({"serviceAccounts": ["default"], "check": {"podRights": true}}),
-    );
-}
-
-#[test]
-fn monitoring_values_render_what_the_monitoring_components_render() {
-    let monitoring = json!({
-        "pushgateway": {"url": "http://prometheus-pushgateway.monitoring.svc:9091"},
-        "monitoring": {"prometheusRule": {"enabled": true}},
-    });
-    assert_same("", &["components/monitoring"], monitoring.clone());
-    assert_same(
-        "",
-        &[
-            "components/monitoring",
-            "components/monitoring/release-label",
-        ],
-        merged(
-            &monitoring,
-            &json!({"monitoring": {"prometheusRule": {"labels": {"release": "kube-prometheus-stack"}}}}),
-        ),
-    );
-}
-
-/// The comparison itself: a value of the chart's that kustomize doesn't have is found.
-#[test]
-fn the_comparison_finds_a_changed_field_and_a_foreign_label() {
-    let kustomize = render_with_components("", &[]);
-    let chart = render(&merged(
-        &as_kustomize(),
-        &json!({"concurrency": 8, "podLabels": {"team": "platform"}}),
-    ));
-    let found = differences(&kustomize, &chart);
-    assert_eq!(found.len(), 2, "{}", found.join("\n"));
-    assert!(
-        found
-            .iter()
-            .any(|f| f.ends_with("/value: kustomize \"16\", the chart \"8\"")),
-        "{found:?}"
-    );
-    assert!(
-        found
-            .iter()
-            .any(|f| f.ends_with("/template/metadata/labels/team: only in the chart: \"platform\"")),
-        "{found:?}"
-    );
 }
 
 // ---- Values --------------------------------------------------------------------------
@@ -703,19 +413,19 @@ fn static_keys_extra_env_and_pushgateway_labels_reach_the_container() {
     assert_eq!(cronjob["spec"]["suspend"], true);
 }
 
-/// values.yaml and values.schema.json name the same keys, at every level the schema
-/// describes; and ci/every-value-values.yaml (which .ci/check-chart lints and validates)
-/// sets every one of them.
+/// ci/every-value-values.yaml (which .ci/check-chart lints and validates) sets every key
+/// values.schema.json describes, and no other. (The schema itself is generated from
+/// values.yaml by .ci/render-chart-docs, whose check fails on any drift.)
 #[test]
-fn values_yaml_the_schema_and_the_every_value_file_name_the_same_keys() {
-    fn keys(values: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
+fn the_every_value_file_sets_every_key_the_schema_describes() {
+    fn keys(schema: &Value, path: &str, out: &mut Vec<String>) {
         let Some(properties) = schema["properties"].as_object() else {
             return;
         };
         for (k, sub) in properties {
             let p = format!("{path}.{k}");
             out.push(p.clone());
-            keys(&values[k], sub, &p, out);
+            keys(sub, &p, out);
         }
     }
     fn present(values: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
@@ -731,36 +441,41 @@ fn values_yaml_the_schema_and_the_every_value_file_name_the_same_keys() {
             }
         }
     }
-    let read = |file: &str| {
-        documents(&std::fs::read_to_string(chart_dir().join(file)).expect("readable")).remove(0)
-    };
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(chart_dir().join("values.schema.json")).unwrap(),
     )
     .expect("the schema is JSON");
+    // The values' own schema, beside the bundled rule across two values (allOf[1]).
+    let schema = &schema["allOf"][0];
     assert_eq!(schema["additionalProperties"], false);
     let mut described = Vec::new();
-    keys(&Value::Null, &schema, "", &mut described);
+    keys(schema, "", &mut described);
     // Helm's own key, for parent charts: described, never set here.
     described.retain(|k| k != ".global");
-    for file in ["values.yaml", "ci/every-value-values.yaml"] {
-        let mut set = Vec::new();
-        present(&read(file), &schema, "", &mut set);
-        // Below the schema's depth (free-form maps such as resources.requests) keys are the
-        // user's: only those the schema describes are compared.
-        let unset: Vec<&String> = described.iter().filter(|k| !set.contains(k)).collect();
-        assert!(unset.is_empty(), "{file} leaves out {unset:?}");
-        let mut undescribed = Vec::new();
-        present(&read(file), &json!({}), "", &mut undescribed);
-        let undescribed: Vec<&String> = undescribed
-            .iter()
-            .filter(|k| !described.contains(k))
-            .collect();
-        assert!(
-            undescribed.is_empty(),
-            "values.schema.json does not describe {undescribed:?} of {file}"
-        );
-    }
+    assert!(described.len() > 50, "{described:?}");
+    let every = documents(
+        &std::fs::read_to_string(chart_dir().join("ci/every-value-values.yaml")).expect("readable"),
+    )
+    .remove(0);
+    let mut set = Vec::new();
+    present(&every, schema, "", &mut set);
+    // Below the schema's depth (free-form maps such as resources.requests) keys are the
+    // user's: only those the schema describes are compared.
+    let unset: Vec<&String> = described.iter().filter(|k| !set.contains(k)).collect();
+    assert!(
+        unset.is_empty(),
+        "ci/every-value-values.yaml leaves out {unset:?}"
+    );
+    let mut undescribed = Vec::new();
+    present(&every, &json!({}), "", &mut undescribed);
+    let undescribed: Vec<&String> = undescribed
+        .iter()
+        .filter(|k| !described.contains(k))
+        .collect();
+    assert!(
+        undescribed.is_empty(),
+        "values.schema.json does not describe {undescribed:?} of ci/every-value-values.yaml"
+    );
 }
 
 #[test]

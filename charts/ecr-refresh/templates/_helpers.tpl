@@ -94,14 +94,23 @@ of a comma-separated string).
 
 {{/*
 The spec of the Job each run is: the CronJob's jobTemplate.spec and the first-run hook's
-spec. The comments of manifests/base/cronjob.yaml say why each field is what it is.
+spec. Its comments say why each field is what it is; they are rendered, so the kustomize
+manifests rendered from this chart (.ci/render-manifests) carry them too.
 */}}
 {{- define "ecr-refresh.jobSpec" -}}
+# One more try for a failed run (exit 1 or 3); the next run comes 10 minutes later
+# anyway. A configuration error (exit 2) fails the Job at once, since a retry can't
+# fix it.
 backoffLimit: {{ .Values.backoffLimit | int64 }}
+# Backstop for the whole Job, both tries: over, with the pod's 30 s to stop, before the
+# next run starts. Each try stops itself at ECR_REFRESH_TIMEOUT (3m) and reports what it
+# left undone; then it may take 20 s for writes in flight, 5 s for the summary Event
+# and 5 s for the metrics push. Two tries: 2 x (180 + 20 + 5 + 5) + 10 s backoff =
+# 430 s, leaving 110 s for two pods to be scheduled, pull the image and start.
+# tests/manifests.rs checks this sum: raise the timeout only with this deadline.
 activeDeadlineSeconds: {{ .Values.activeDeadlineSeconds | int64 }}
+# A finished Job the limits above still keep goes after a day, with its pod and logs.
 ttlSecondsAfterFinished: {{ .Values.ttlSecondsAfterFinished | int64 }}
-# Exit 2 is a configuration error: no retry can fix it. An evicted or preempted pod is not
-# the run's fault.
 podFailurePolicy:
   rules:
     - action: FailJob
@@ -109,6 +118,7 @@ podFailurePolicy:
         containerName: ecr-refresh
         operator: In
         values: [2]
+    # An evicted or preempted pod is not the run's fault: don't count it.
     - action: Ignore
       onPodConditions:
         - type: DisruptionTarget
@@ -125,10 +135,14 @@ template:
       {{- toYaml . | nindent 6 }}
     {{- end }}
   spec:
-    # Each try a new pod, which keeps its logs and termination message.
+    # Never: each try is a new pod, so a failed one keeps its logs and its
+    # termination message for `kubectl describe`; podFailurePolicy requires it.
     restartPolicy: Never
+    # On SIGTERM (a drain, or the Job's deadline) a run gives writes in flight 20 s,
+    # then prints its summary and exits: well inside this grace.
     terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds | int64 }}
     serviceAccountName: {{ include "ecr-refresh.serviceAccountName" . }}
+    # ecr-refresh talks to the API server as this ServiceAccount.
     automountServiceAccountToken: true
     {{- with .Values.imagePullSecrets }}
     imagePullSecrets:
@@ -150,6 +164,7 @@ template:
       {{- toYaml . | nindent 6 }}
     {{- end }}
     {{- with .Values.podSecurityContext }}
+    # Non-root; fsGroup lets the user read a projected IRSA / Pod Identity token.
     securityContext:
       {{- toYaml . | nindent 6 }}
     {{- end }}
@@ -158,54 +173,87 @@ template:
         image: {{ include "ecr-refresh.image" . }}
         imagePullPolicy: {{ .Values.image.pullPolicy }}
         {{- with .Values.aws.existingSecret }}
+        # Static AWS keys (aws.existingSecret), a last resort outside EKS.
         envFrom:
           - secretRef:
               name: {{ . }}
+        {{- else }}
+        # Static AWS keys instead of IRSA or Pod Identity (see the ServiceAccount's comment):
+        # envFrom:
+        #   - secretRef:
+        #       name: ecr-refresh-aws
         {{- end }}
         env:
+          # The region GetAuthorizationToken is called in; also the default registry's.
           - name: AWS_REGION
             value: {{ .Values.aws.region | quote }}
+          # refresh; or check, which writes nothing and reports per namespace what keeps
+          # its pods from pulling (README, Troubleshooting; rights: check.podRights, or
+          # the kustomize component components/check).
           - name: ECR_REFRESH_MODE
             value: {{ .Values.mode | quote }}
+          # The Secret's name in every namespace; the RBAC's resourceNames and the
+          # admission policy follow it.
+          {{- /* toYaml, not quote: plain where YAML allows, as kustomize users (and the
+          tests) find and edit it in manifests/base/cronjob.yaml. */}}
           - name: ECR_REFRESH_SECRET_NAME
-            value: {{ .Values.secretName | quote }}
+            value: {{ .Values.secretName | toYaml }}
+          # Comma-separated namespace names and globs (* and ?); "all" is every namespace.
           - name: ECR_REFRESH_NAMESPACES
             value: {{ join "," .Values.namespaces | quote }}
+          # Comma-separated globs taken out of the selection; empty takes none out.
           - name: ECR_REFRESH_EXCLUDE_NAMESPACES
             value: {{ join "," .Values.excludeNamespaces | quote }}
+          # Label selector for namespaces, evaluated by the API server; empty selects all.
           - name: ECR_REFRESH_NAMESPACE_SELECTOR
             value: {{ .Values.namespaceSelector | quote }}
+          # Comma-separated ECR hosts (<account>.dkr.ecr.<region>.amazonaws.com, public.ecr.aws); empty is the caller's own.
           - name: ECR_REFRESH_REGISTRIES
             value: {{ join "," .Values.registries | quote }}
+          # "true": also write each registry's dual-stack host (<account>.dkr-ecr.<region>.on.aws), same token.
           - name: ECR_REFRESH_DUAL_STACK
             value: {{ .Values.dualStack | toString | quote }}
+          # "true": the API server validates every write (dryRun=All) and stores nothing.
           - name: ECR_REFRESH_DRY_RUN
             value: {{ .Values.dryRun | toString | quote }}
+          # How many namespaces are written at once.
           - name: ECR_REFRESH_CONCURRENCY
             value: {{ .Values.concurrency | int64 | toString | quote }}
+          # Deadline for the whole run; two tries must fit in activeDeadlineSeconds (above).
           - name: ECR_REFRESH_TIMEOUT
             value: {{ .Values.timeout | quote }}
+          # "text" or "json".
           - name: ECR_REFRESH_LOG_FORMAT
             value: {{ .Values.logFormat | quote }}
+          # Comma-separated ServiceAccounts (usually "default") that get the Secret in imagePullSecrets.
           - name: ECR_REFRESH_SERVICE_ACCOUNTS
             value: {{ join "," .Values.serviceAccounts | quote }}
+          # "true": try each token against its registry before writing; refused means exit 3.
           - name: ECR_REFRESH_VERIFY_LOGIN
             value: {{ .Values.verifyLogin | toString | quote }}
+          # Rewrite a Secret once its token has less than this left; 12h or more rewrites all on every run.
           - name: ECR_REFRESH_RENEW_BEFORE
             value: {{ .Values.renewBefore | quote }}
           # Where the run's summary goes, for `kubectl describe pod`.
           - name: ECR_REFRESH_TERMINATION_LOG
             value: /dev/termination-log
+          # Prometheus Pushgateway base URL for the run's metrics; empty pushes nothing.
           - name: ECR_REFRESH_PUSHGATEWAY_URL
             value: {{ .Values.pushgateway.url | quote }}
+          # Grouping labels for the push, comma-separated name=value (cluster=prod-eu).
           - name: ECR_REFRESH_PUSHGATEWAY_LABELS
             value: {{ include "ecr-refresh.groupingLabels" . | quote }}
+          # "true": a Warning Event in each namespace that failed, regarding its Secret
+          # (at most 100 a run, then one in this namespace that counts the rest).
           - name: ECR_REFRESH_EVENTS
             value: {{ .Values.events | toString | quote }}
           {{- with .Values.extraEnv }}
           {{- toYaml . | nindent 10 }}
           {{- end }}
+          # RUST_LOG (a tracing filter) is left unset: ecr-refresh logs at info, its
+          # libraries at warn. Set it to "debug" to log every API request.
         terminationMessagePath: /dev/termination-log
+        # The summary if the run wrote one, else the end of its log.
         terminationMessagePolicy: FallbackToLogsOnError
         {{- with .Values.resources }}
         resources:
@@ -223,6 +271,8 @@ adds namespaces: list. Rule 0's name follows secretName.
 */}}
 {{- define "ecr-refresh.secretRules" -}}
 # Read the Secret's uid and apply the fresh token: this Secret only, no other.
+# Rule 0: the name follows the Secret's (secretName; in the kustomize manifests the policy
+# component copies it from ECR_REFRESH_SECRET_NAME).
 - apiGroups: [""]
   resources: ["secrets"]
   resourceNames: [{{ .Values.secretName | quote }}]
@@ -235,7 +285,8 @@ adds namespaces: list. Rule 0's name follows secretName.
 {{- end }}
 
 {{- define "ecr-refresh.eventRules" -}}
-# Warning Events for namespaces that failed (events). Best effort.
+# Warning Events for namespaces that failed, where their owners look (ECR_REFRESH_EVENTS).
+# Best effort: without this a run still works, and logs one warning.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create"]
