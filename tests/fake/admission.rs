@@ -162,6 +162,7 @@ fn launch_as(
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn every_attack_a_stolen_token_could_make_is_refused_by_the_policy_even_with_wider_rbac() {
     for variant in ["", "namespaced"] {
         let rendered = render(variant, true);
@@ -199,6 +200,7 @@ fn every_attack_a_stolen_token_could_make_is_refused_by_the_policy_even_with_wid
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn a_denial_is_the_apiservers_status_with_the_policys_message() {
     let rendered = render("", true);
     let cluster = cluster(&rendered, "");
@@ -238,6 +240,7 @@ fn a_denial_is_the_apiservers_status_with_the_policys_message() {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn without_the_binding_the_attacks_go_through_as_on_a_real_cluster() {
     let rendered = without_binding(&render("", true));
     for (what, _, status, body) in launch(&rendered, WIDE_RBAC, "") {
@@ -403,11 +406,13 @@ fn full_run_passes(variant: &str, namespaces: [&str; 3]) {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn a_full_run_passes_under_the_cluster_wide_manifests_and_policy() {
     full_run_passes("", ["team-updated", "team-adopted", "team-fresh"]);
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn a_full_run_passes_under_the_namespaced_manifests_and_policy() {
     let rendered = render("namespaced", true);
     let namespaces = cronjob_env(&rendered)
@@ -458,6 +463,7 @@ fn a_full_run_passes_under_the_namespaced_manifests_and_policy() {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn without_the_component_a_run_sends_no_service_account_request_and_nothing_is_refused() {
     for variant in ["", "namespaced"] {
         let rendered = render(variant, false);
@@ -499,6 +505,7 @@ fn without_the_component_a_run_sends_no_service_account_request_and_nothing_is_r
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn a_renamed_secret_and_namespace_are_followed_by_the_rbac_and_the_policy() {
     let copy = copy_of_manifests();
     let root = copy.path().join("manifests");
@@ -616,6 +623,7 @@ fn renamed(rendered: &str) -> ((String, String), String) {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn every_attack_as_the_service_account_an_overlay_renames_is_refused_by_the_policy() {
     for variant in ["", "namespaced"] {
         for (fields, namespace, name) in OVERLAYS {
@@ -641,6 +649,7 @@ fn every_attack_as_the_service_account_an_overlay_renames_is_refused_by_the_poli
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn a_full_run_as_the_renamed_service_account_passes_and_its_warning_event_is_admitted() {
     for (fields, namespace, name) in OVERLAYS {
         let rendered = render_overlay("", fields, true);
@@ -696,6 +705,7 @@ fn a_full_run_as_the_renamed_service_account_passes_and_its_warning_event_is_adm
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn the_policy_holds_no_other_service_account() {
     let rendered = render("", true);
     let builder = ("ci", "builder");
@@ -708,6 +718,7 @@ fn the_policy_holds_no_other_service_account() {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn the_service_account_granted_everything_is_exempt_and_one_unbound_from_the_policy_is_not_held() {
     let rendered = render("", true);
     // cluster-admin: a user who may delete the policy is not one it can hold.

@@ -462,6 +462,7 @@ fn rbac_harness(component: Option<&str>) -> Harness {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn a_check_without_pod_rights_checks_the_secrets_and_says_once_that_pods_were_not_checked() {
     let h = rbac_harness(None);
     h.namespaces(&["team-a", "team-b", "team-c"]);
@@ -549,6 +550,7 @@ fn a_thousand_namespaces_with_ten_pods_each_are_checked_within_twice_the_request
 }
 
 #[test]
+#[ignore = "needs docker-registry (bash .ci/test)"]
 fn a_login_the_registry_refuses_is_reported_with_its_answer_and_the_token_is_never_logged() {
     use common::registry::{ConnectProxy, TlsRegistry};
     // The real registry under the ECR host's name, holding another password than the token
@@ -602,6 +604,7 @@ fn a_login_the_registry_refuses_is_reported_with_its_answer_and_the_token_is_nev
 }
 
 #[test]
+#[ignore = "needs prometheus-pushgateway (bash .ci/test)"]
 fn a_check_pushes_its_whole_answer_under_its_own_job_and_leaves_the_refreshs_metrics_alone() {
     const JOB: &str = "ecr-refresh-check";
     let gateway = Gateway::start();

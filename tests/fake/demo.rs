@@ -10,6 +10,7 @@ use fake_cluster::demo::{self, EDITED, LEGACY, NEW, RUNS, TERMINATING};
 /// The demo runs with the environment the shipped CronJob sets (as `kubectl kustomize`
 /// renders it), but for the registry, the log format and the termination log.
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn the_demo_runs_with_the_shipped_cronjobs_settings() {
     let settings = demo::cronjob_settings().expect("the CronJob's settings");
     let rendered = common::manifests::render("", false);

@@ -233,6 +233,7 @@ fn an_event_create_that_fails_otherwise_never_fails_a_run_that_succeeded_elsewhe
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn kubectl_get_events_shows_the_event_in_the_namespace() {
     let kubectl = Command::new("kubectl")
         .arg("version")
@@ -503,6 +504,7 @@ fn events_about_a_secret_that_exists_carry_its_uid() {
 /// Event there needs the variant's Role ecr-refresh-events. With the Roles as rendered
 /// (team-a's copied to each of 101 namespaces), nothing is refused and the summary arrives.
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn the_namespaced_install_grants_the_summary_event_in_its_own_namespace() {
     let rendered = common::manifests::render("namespaced", false);
     let docs = common::manifests::documents(&rendered);

@@ -9,6 +9,7 @@ use common::*;
 const VERIFY: (&str, &str) = ("ECR_REFRESH_VERIFY_LOGIN", "true");
 
 #[test]
+#[ignore = "needs docker-registry (bash .ci/test)"]
 fn a_token_the_registry_accepts_passes_the_login_check_and_the_run_writes() {
     let registry = Registry::start("AWS", "the-token-ecr-hands-out");
     let h = Harness::new();
@@ -32,6 +33,7 @@ fn a_token_the_registry_accepts_passes_the_login_check_and_the_run_writes() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (bash .ci/test)"]
 fn a_token_the_registry_refuses_exits_3_and_writes_nothing() {
     let registry = Registry::start("AWS", "a-password-ecr-never-hands-out");
     let h = Harness::new();

@@ -194,6 +194,7 @@ fn interval(schedule: &str) -> Duration {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn both_tries_of_a_job_fit_its_deadline_and_end_before_the_next_run() {
     for variant in ["", "namespaced"] {
         let rendered = render(variant, false);
@@ -304,6 +305,7 @@ fn prometheus_rule(extra_components: &[&str]) -> Value {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn the_release_label_component_labels_the_rule_for_kube_prometheus_stack() {
     let plain = prometheus_rule(&[]);
     assert!(
@@ -340,6 +342,7 @@ fn the_release_label_component_labels_the_rule_for_kube_prometheus_stack() {
 /// kustomize), with the image pinned to this version and the region and registries it sets;
 /// with its commented component lines taken in, and pointed at the namespaced variant, too.
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn the_readmes_install_overlay_renders_with_kubectl_alone() {
     let readme = read(&repo().join("README.md"));
     let overlay = readme

@@ -78,6 +78,7 @@ fn cluster_wide_with_accounts() -> (Value, Value, Vec<(String, String)>) {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn the_cluster_role_reads_and_patches_no_secret_but_ours() {
     let rendered = render("", false);
     let h = rbac_cluster(&of_kinds(&rendered, &["ClusterRole", "ClusterRoleBinding"]));
@@ -109,6 +110,7 @@ fn the_cluster_role_reads_and_patches_no_secret_but_ours() {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn every_verb_the_cluster_role_grants_is_one_a_run_needs() {
     let (role, binding, env) = cluster_wide_with_accounts();
     let granted = grants(&role);
@@ -147,6 +149,7 @@ fn every_verb_the_cluster_role_grants_is_one_a_run_needs() {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn without_the_component_no_service_account_is_granted_and_with_it_only_default() {
     for variant in ["", "namespaced"] {
         let plain = render(variant, false);
@@ -193,6 +196,7 @@ fn without_the_component_no_service_account_is_granted_and_with_it_only_default(
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn a_service_account_the_component_does_not_name_is_refused() {
     let (role, binding, _) = cluster_wide_with_accounts();
     let h = scenario(&role, &binding);
@@ -249,6 +253,7 @@ fn refused(h: &Harness) -> Vec<String> {
 const RBAC_KINDS: &[&str] = &["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn a_run_needs_no_right_the_cluster_wide_clusterrole_does_not_grant() {
     let rendered = render("", true);
     let h = rbac_cluster(&of_kinds(&rendered, RBAC_KINDS));
@@ -283,6 +288,7 @@ fn a_run_needs_no_right_the_cluster_wide_clusterrole_does_not_grant() {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn a_run_over_the_namespaced_variants_namespaces_needs_only_their_roles() {
     let rendered = render("namespaced", true);
     let h = rbac_cluster(&of_kinds(&rendered, RBAC_KINDS));
@@ -309,6 +315,7 @@ fn a_run_over_the_namespaced_variants_namespaces_needs_only_their_roles() {
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn with_only_the_namespaced_roles_a_glob_is_refused_before_anything_is_written() {
     let rendered = render("namespaced", false);
     let h = rbac_cluster(&of_kinds(&rendered, RBAC_KINDS));
@@ -321,6 +328,7 @@ fn with_only_the_namespaced_roles_a_glob_is_refused_before_anything_is_written()
 }
 
 #[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
 fn a_run_fails_when_the_binding_is_missing_or_names_another_subject() {
     let (role, binding, env) = cluster_wide_with_accounts();
     assert_eq!(binding["subjects"][0]["namespace"], "ecr-refresh");

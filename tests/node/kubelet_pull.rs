@@ -245,6 +245,7 @@ fn image_layouts(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 }
 
 #[test]
+#[ignore = "needs root, KUBEBUILDER_ASSETS, ECR_REFRESH_NODE_ASSETS, runc, busybox-static, docker-registry and skopeo (bash .ci/test)"]
 fn a_kubelet_pulls_with_the_secret_before_during_and_after_a_refresh() {
     let started = Instant::now();
     let kube_assets = control_plane::assets();

@@ -17,6 +17,7 @@ const NAMESPACES: usize = 20;
 const READS: u64 = 1_000;
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn readers_never_miss_the_secret_while_ecr_refresh_runs_and_do_while_delete_and_create_runs() {
     let real = Real::start(NAMESPACES);
     let created = real.ecr_refresh(&[]).output().expect("ecr-refresh runs");

@@ -206,6 +206,7 @@ fn every_namespace_updated(outcome: &Outcome) {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn apiserver_killed_mid_run_and_started_again_every_namespace_is_updated_in_place() {
     let outcome = run_through(|real| {
         real.cp.kill_apiserver();
@@ -216,6 +217,7 @@ fn apiserver_killed_mid_run_and_started_again_every_namespace_is_updated_in_plac
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn apiserver_stopped_mid_run_and_started_5s_later_every_namespace_is_updated_in_place() {
     let outcome = run_through(|real| {
         let stopping = Instant::now();
@@ -232,6 +234,7 @@ fn apiserver_stopped_mid_run_and_started_5s_later_every_namespace_is_updated_in_
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn etcd_stopped_for_5s_mid_run_every_namespace_is_updated_or_clearly_failed_and_the_exit_code_says_which()
  {
     let outcome = run_through(|real| {

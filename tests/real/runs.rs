@@ -30,11 +30,12 @@ fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The shared control plane with manifests/ and the service-accounts component installed
+/// This module's shared control plane (the chart's releases hold the same Secret name, so
+/// they get the binary's other one) with manifests/ and the service-accounts component installed
 /// and in force; the CronJob's environment.
 fn installed() -> (&'static ControlPlane, &'static [(String, String)]) {
     static ENV: OnceLock<Vec<(String, String)>> = OnceLock::new();
-    let cp = ControlPlane::shared();
+    let cp = ControlPlane::shared_by("runs");
     let env = ENV.get_or_init(|| {
         let manifests = copy();
         let root = manifests.path().join("manifests");
@@ -66,6 +67,7 @@ fn data_text(secret: &Value) -> String {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_first_run_creates_in_fresh_namespaces_and_a_second_keeps_every_uid() {
     let _serial = serial();
     let (cp, shipped) = installed();
@@ -108,6 +110,7 @@ fn a_first_run_creates_in_fresh_namespaces_and_a_second_keeps_every_uid() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn with_nothing_due_a_run_writes_nothing() {
     let _serial = serial();
     let (cp, shipped) = installed();
@@ -145,6 +148,7 @@ fn with_nothing_due_a_run_writes_nothing() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_secret_from_the_kubectl_loop_is_adopted_in_place_without_its_last_applied_copy() {
     let _serial = serial();
     let (cp, shipped) = installed();
@@ -203,6 +207,7 @@ fn a_secret_from_the_kubectl_loop_is_adopted_in_place_without_its_last_applied_c
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn others_entries_labels_annotations_and_data_keys_stay() {
     let _serial = serial();
     let (cp, shipped) = installed();
@@ -243,6 +248,7 @@ fn others_entries_labels_annotations_and_data_keys_stay() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_terminating_namespace_is_skipped_listed_or_named() {
     let _serial = serial();
     let (cp, shipped) = installed();
@@ -285,6 +291,7 @@ fn a_terminating_namespace_is_skipped_listed_or_named() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_service_accounts_component_appends_the_secret_to_default() {
     let _serial = serial();
     let (cp, shipped) = installed();
@@ -325,6 +332,7 @@ fn the_service_accounts_component_appends_the_secret_to_default() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_dry_run_stores_nothing() {
     let _serial = serial();
     let (cp, shipped) = installed();
@@ -374,6 +382,7 @@ fn a_dry_run_stores_nothing() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn an_opaque_secret_under_our_name_fails_with_a_warning_event_kubectl_shows() {
     let _serial = serial();
     let (cp, shipped) = installed();
@@ -422,6 +431,7 @@ fn an_opaque_secret_under_our_name_fails_with_a_warning_event_kubectl_shows() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_secret_deleted_right_after_our_read_is_recreated_fresh_without_the_deleted_data() {
     let _serial = serial();
     let (cp, shipped) = installed();
@@ -492,6 +502,7 @@ fn a_secret_deleted_right_after_our_read_is_recreated_fresh_without_the_deleted_
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
     let _serial = serial();
     let cp = ControlPlane::start();

@@ -826,6 +826,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
 ];
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS and curl (bash .ci/test)"]
 fn the_fake_answers_as_the_real_kube_apiserver() {
     let real = Server::Real(ControlPlane::shared());
     let fake = Server::Fake(FakeCluster::start());
