@@ -2,7 +2,7 @@
 //! refresh passes with the fake API server enforcing it, and fails when any verb is taken out.
 //! ServiceAccount rights come only from the service-accounts component. The fake grants only
 //! roles bound to ecr-refresh's ServiceAccount, so every test loads the bindings with the
-//! roles, as `kubectl kustomize` renders them. (The admission policy: tests/admission.rs.)
+//! roles, as `kubectl kustomize` renders them. (The admission policy: tests/fake/admission.rs.)
 
 use crate::common;
 
@@ -122,7 +122,7 @@ fn every_verb_the_cluster_role_grants_is_one_a_run_needs() {
     );
     for (resource, verb) in granted {
         // Events are best effort: without create on them a run passes and warns once
-        // (tests/events.rs).
+        // (tests/fake/events.rs).
         if resource == "events" {
             continue;
         }

@@ -590,7 +590,7 @@ fn a_literal_namespace_that_does_not_exist_is_skipped_with_that_reason() {
 
     let run = h.run(&[("ECR_REFRESH_NAMESPACES", "here,gone")]);
 
-    // The skip is told in the exit code too: tests/robustness.rs.
+    // The skip is told in the exit code too: tests/fake/robustness.rs.
     run.expect_code(1);
     assert_eq!(run.outcome("gone"), "skipped");
     assert_eq!(run.line("gone")["reason"], "namespace not found");

@@ -83,7 +83,7 @@ fn a_ten_second_api_server_outage_mid_run_is_ridden_out() {
         .count();
     assert!(retries > 0, "the outage was retried through");
     // Back from the outage, the fake refuses 403 for a while, as a restarted kube-apiserver
-    // does before its RBAC authorizer has synced (tests/real_restarts.rs saw it): retried too.
+    // does before its RBAC authorizer has synced (tests/real/restarts.rs saw it): retried too.
     let forbidden = h
         .cluster
         .requests()

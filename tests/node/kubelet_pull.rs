@@ -1,7 +1,7 @@
 //! The end-to-end pull: a real kubelet and containerd pull an image with the Secret
 //! ecr-refresh wrote, before, after and during a refresh.
 //!
-//! One node on this machine (tests/kubelet_pull/node.rs) joins a control plane of
+//! One node on this machine (tests/node/kubelet_pull/node.rs) joins a control plane of
 //! `control-plane`'s harness. The image is named by an ECR host
 //! (`123456789012.dkr.ecr.us-east-1.amazonaws.com/app:1`); containerd reaches that host
 //! through `certs.d/<host>/hosts.toml`, which points to Debian's docker-registry on loopback

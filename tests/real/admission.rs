@@ -1,4 +1,4 @@
-//! The admission attacks of tests/admission.rs (one list, tests/common/attacks.rs) sent to a
+//! The admission attacks of tests/fake/admission.rs (one list, tests/common/attacks.rs) sent to a
 //! real kube-apiserver (tests/control-plane) as ecr-refresh's ServiceAccount, with a real
 //! TokenRequest token, after `kubectl apply -k manifests/` with the service-accounts
 //! component: each is refused, by the real RBAC (a delete, a ServiceAccount create) or by

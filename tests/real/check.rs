@@ -1,6 +1,6 @@
 //! `ecr-refresh check` against a real kube-apiserver (tests/control-plane), as ecr-refresh's
 //! ServiceAccount with a TokenRequest token, under the RBAC of the manifests installed by
-//! `kubectl apply -k`: the findings of tests/check.rs that depend on what the server
+//! `kubectl apply -k`: the findings of tests/fake/check.rs that depend on what the server
 //! answers (pods listed with the real field selector, ServiceAccounts read, the real 403
 //! without the check component), and that a check sends no write, by the proxy's log and by
 //! the server's own request counters.

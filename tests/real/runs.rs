@@ -1,6 +1,6 @@
 //! The built binary against a real kube-apiserver (tests/control-plane), as ecr-refresh's
 //! ServiceAccount with a TokenRequest token, under the RBAC and admission policy of the
-//! manifests installed by `kubectl apply -k`: the scenarios of tests/refresh.rs that depend
+//! manifests installed by `kubectl apply -k`: the scenarios of tests/fake/refresh.rs that depend
 //! on what the server does, answered by the real one. ECR stays the fake.
 //!
 //! The runs go through a recording proxy (tests/common/proxy.rs), which also makes the

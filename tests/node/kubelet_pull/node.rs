@@ -69,7 +69,7 @@ impl NodeAssets {
             Some(v) if !v.is_empty() => std::env::split_paths(v).collect(),
             _ => {
                 return Err(format!(
-                    "{NODE_ASSETS} is not set: tests/kubelet_pull.rs needs containerd, \
+                    "{NODE_ASSETS} is not set: tests/node/kubelet_pull.rs needs containerd, \
                      containerd-shim-runc-v2, ctr and crictl; {BUILD}"
                 ));
             }
@@ -103,7 +103,7 @@ impl NodeAssets {
         for (path, package) in [(RUNC, "runc"), (BUSYBOX, "busybox-static")] {
             if !Path::new(path).is_file() {
                 return Err(format!(
-                    "{path} is missing: tests/kubelet_pull.rs needs it; install it with \
+                    "{path} is missing: tests/node/kubelet_pull.rs needs it; install it with \
                      `apt-get install {package}` (.ci/run does)"
                 ));
             }
