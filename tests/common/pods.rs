@@ -1,4 +1,4 @@
-//! The pods a check reads (tests/check.rs on the fake, tests/real_check.rs on a real
+//! The pods a check reads (tests/fake/check.rs on the fake, tests/real/check.rs on a real
 //! kube-apiserver): one with a container on an image, as a ReplicaSet makes them or bare,
 //! and the status a kubelet writes when it can't pull that image.
 

@@ -1,5 +1,5 @@
-//! Debian's real Prometheus Pushgateway, started on loopback per test (tests/metrics.rs
-//! for a refresh's metrics, tests/check.rs for a check's), and a plain HTTP client for it.
+//! Debian's real Prometheus Pushgateway, started on loopback per test (tests/fake/metrics.rs
+//! for a refresh's metrics, tests/fake/check.rs for a check's), and a plain HTTP client for it.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

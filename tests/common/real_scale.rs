@@ -1,6 +1,6 @@
 //! ecr-refresh at scale, kubectl loops and Secret readers against a real kube-apiserver and etcd
-//! (tests/control-plane): what `benches/real.rs`, `tests/real_absence.rs` and
-//! `tests/real_restarts.rs` share. Included with `#[path]`, not through `common/mod.rs`, so
+//! (tests/control-plane): what `benches/real.rs`, `tests/real/absence.rs` and
+//! `tests/real/restarts.rs` share. Included with `#[path]`, not through `common/mod.rs`, so
 //! the fake-server tests don't build it.
 #![allow(dead_code)]
 

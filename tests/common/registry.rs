@@ -1,7 +1,7 @@
 //! A real registry on loopback: Debian's `docker-registry` (the CNCF distribution registry)
 //! with one htpasswd user, standing in for an ECR registry: plain HTTP for the login-check
 //! and authfile tests, TLS under an ECR host name for the login tests, and TLS on
-//! 127.0.0.1 for the node of tests/kubelet_pull.rs, which pushes to it with skopeo and
+//! 127.0.0.1 for the node of tests/node/kubelet_pull.rs, which pushes to it with skopeo and
 //! rotates its password.
 
 use std::fs;

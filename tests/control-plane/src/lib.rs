@@ -27,7 +27,9 @@
 //!
 //! `ControlPlane::start()` gives a control plane of one's own, stopped when it is dropped;
 //! only such a one can be restarted ([`ControlPlane::kill_apiserver`] and the rest), since
-//! restarting the shared one would break the tests running beside.
+//! restarting the shared one would break the tests running beside. Tests that install
+//! cluster-scoped objects under fixed names share `ControlPlane::shared_by("group")`, one
+//! more per group, apart from the binary's other tests.
 //!
 //! # What runs, and what does not
 //! - etcd (one member, `--unsafe-no-fsync`, data in the temporary directory) and
@@ -186,24 +188,62 @@ impl ControlPlane {
     /// Like [`ControlPlane::start`]; once it failed, every later call panics with the same
     /// message at once.
     pub fn shared() -> &'static Self {
-        static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+        Self::shared_by("shared")
+    }
+
+    /// Like [`ControlPlane::shared`], one per `group` in this test binary: for tests that
+    /// install cluster-scoped objects under fixed names (a ClusterRole, an admission policy
+    /// that holds every ServiceAccount granted a name), which would collide with the other
+    /// tests of the binary on one server. Each group is started by its first call, and
+    /// stopped when the process exits.
+    ///
+    /// # Panics
+    /// Like [`ControlPlane::shared`].
+    pub fn shared_by(group: &'static str) -> &'static Self {
+        type Slot = OnceLock<Result<ControlPlane, String>>;
+        static GROUPS: Mutex<Vec<(&'static str, &'static Slot)>> = Mutex::new(Vec::new());
+        static AT_EXIT: OnceLock<Result<(), String>> = OnceLock::new();
         extern "C" fn stop_shared() {
-            if let Some(Ok(cp)) = SHARED.get() {
-                cp.cleanup();
+            // Never block at exit: a thread that holds the list is starting a group, whose
+            // children die with the process anyway (prctl in process.rs).
+            if let Ok(groups) = GROUPS.try_lock() {
+                for (_, slot) in groups.iter() {
+                    if let Some(Ok(cp)) = slot.get() {
+                        cp.cleanup();
+                    }
+                }
             }
         }
-        let shared = SHARED.get_or_init(|| {
-            let cp = Self::start_as(true, false)?;
-            // SAFETY: atexit(3) with a function that takes nothing and never unwinds
-            // (cleanup ignores every error); it runs when the test harness exits.
-            if unsafe { libc::atexit(stop_shared) } != 0 {
-                return Err("atexit(3) refused the control plane's cleanup".into());
+        let slot: &'static Slot = {
+            let mut groups = GROUPS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match groups.iter().find(|(name, _)| *name == group) {
+                Some((_, slot)) => slot,
+                None => {
+                    let slot: &'static Slot = Box::leak(Box::new(OnceLock::new()));
+                    groups.push((group, slot));
+                    slot
+                }
             }
-            Ok(cp)
+        };
+        // Started outside the list's lock: two groups start side by side.
+        let shared = slot.get_or_init(|| {
+            AT_EXIT
+                .get_or_init(|| {
+                    // SAFETY: atexit(3) with a function that takes nothing and never unwinds
+                    // (cleanup ignores every error); it runs when the test harness exits.
+                    if unsafe { libc::atexit(stop_shared) } != 0 {
+                        return Err("atexit(3) refused the control planes' cleanup".into());
+                    }
+                    Ok(())
+                })
+                .clone()?;
+            Self::start_as(true, false)
         });
         match shared {
             Ok(cp) => cp,
-            Err(e) => panic!("the shared control plane did not start: {e}"),
+            Err(e) => panic!("the shared control plane {group:?} did not start: {e}"),
         }
     }
 

@@ -85,6 +85,7 @@ fn port_of(url: &str) -> u16 {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_server_answers_with_the_pinned_version_of_its_binary() {
     let cp = ControlPlane::shared();
     let version = cp.version();
@@ -116,6 +117,7 @@ fn the_server_answers_with_the_pinned_version_of_its_binary() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_admin_creates_a_namespace_and_reads_metrics() {
     let cp = ControlPlane::shared();
     let (user, groups) = whoami(cp, cp.admin_kubeconfig());
@@ -131,6 +133,7 @@ fn the_admin_creates_a_namespace_and_reads_metrics() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_token_request_token_is_the_service_account_and_rbac_refuses_secrets_until_a_role_is_bound() {
     let cp = ControlPlane::shared();
     let namespace = "smoke-token";
@@ -207,6 +210,7 @@ fn a_token_request_token_is_the_service_account_and_rbac_refuses_secrets_until_a
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_static_ecr_refresh_user_has_the_service_account_name_and_groups() {
     let cp = ControlPlane::shared();
     let (user, groups) = whoami(cp, cp.ecr_refresh_kubeconfig());
@@ -224,6 +228,7 @@ fn the_static_ecr_refresh_user_has_the_service_account_name_and_groups() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_deleted_namespace_stays_terminating_without_a_controller_manager() {
     let cp = ControlPlane::shared();
     let namespace = "smoke-terminating";
@@ -261,6 +266,7 @@ fn a_deleted_namespace_stays_terminating_without_a_controller_manager() {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_shared_control_plane_refuses_to_be_restarted() {
     let cp = ControlPlane::shared();
     let refused = std::panic::catch_unwind(|| cp.kill_apiserver()).unwrap_err();
@@ -273,7 +279,28 @@ fn the_shared_control_plane_refuses_to_be_restarted() {
     assert!(cp.apiserver_pid().is_some_and(|pid| !gone(pid)));
 }
 
+/// A group is its own server, and the same one to every test that names it.
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn a_shared_group_is_one_control_plane_apart_from_the_binarys_shared_one() {
+    let group = ControlPlane::shared_by("smoke-group");
+    assert!(std::ptr::eq(group, ControlPlane::shared_by("smoke-group")));
+    assert_ne!(group.port(), ControlPlane::shared().port());
+    group.create_namespace("only-in-the-group");
+    assert!(
+        group
+            .kubectl_run(&["get", "namespaces", "-o", "name"])
+            .contains("namespace/only-in-the-group")
+    );
+    assert!(
+        !ControlPlane::shared()
+            .kubectl_run(&["get", "namespaces", "-o", "name"])
+            .contains("namespace/only-in-the-group")
+    );
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn an_own_control_plane_restarts_with_its_data_and_leaves_nothing_when_dropped() {
     let started = Instant::now();
     let cp = ControlPlane::start();
@@ -385,6 +412,7 @@ fn holder_line(line: &str) -> (u32, u32, PathBuf) {
 }
 
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_shared_control_plane_goes_when_its_process_exits_or_is_killed() {
     let holder = env!("CARGO_BIN_EXE_control-plane");
 
@@ -436,6 +464,7 @@ fn the_shared_control_plane_goes_when_its_process_exits_or_is_killed() {
 }
 
 #[tokio::test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 async fn kube_rs_takes_the_kubeconfigs() {
     use k8s_openapi::api::core::v1::{Namespace, Secret};
     async fn client(kubeconfig: &Path) -> kube::Client {
@@ -475,6 +504,7 @@ async fn kube_rs_takes_the_kubeconfigs() {
 /// expression gets no warning, one naming a field a Secret does not have gets one. Without
 /// the controller `status` stays empty, and the first assertion fails.
 #[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_policy_status_controller_type_checks_admission_policies() {
     let cp = ControlPlane::shared();
     cp.start_policy_status_controller();

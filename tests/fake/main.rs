@@ -1,0 +1,49 @@
+//! The fast tier: the built binary against the fake API server and fake ECR
+//! (tests/fake-cluster), and checks of the files that ship. `cargo test --workspace` runs
+//! what needs nothing but Rust; a test that needs a tool (kubectl, docker-registry, the
+//! Pushgateway) is `#[ignore]`d, naming it, and `bash .ci/test` runs it. tests/README.md
+//! lists every module with its backend and tools.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+// The admission policy of manifests/, enforced by the fake: each attack refused, full runs pass.
+mod admission;
+// `ecr-refresh check`: its findings, exit codes and request count, read-only.
+mod check;
+// The command line: --help, --version, a mistyped flag, a run with no region.
+mod cli;
+// The demo README's "Try it" starts with, with this build's binary.
+mod demo;
+// ECR_REFRESH_RENEW_BEFORE: a Secret is written only when it is due.
+mod due;
+// The core scenarios through a plain client; against a real cluster when one is named.
+mod e2e;
+// Warning Events: one per failed namespace, in it, regarding the Secret.
+mod events;
+// ECR_REFRESH_VERIFY_LOGIN against a real docker-registry.
+mod login;
+// manifests/ matches the binary: its variables, deadlines and components.
+mod manifests;
+// The run's metrics, pushed to a real Prometheus Pushgateway.
+mod metrics;
+// Every AWS partition's registry hosts, checked against the SDK's data.
+mod partitions;
+// The RBAC of manifests/ grants what a run needs and nothing more, enforced by the fake.
+mod rbac;
+// The book's reference pages say what the code does (UPDATE_DOCS=1 rewrites them).
+mod reference;
+// A refresh against the fake: each test one behaviour.
+mod refresh;
+// Every host a pull can name: dual-stack ECR and ECR Public.
+mod registries;
+// The release path's own checks fail when they should.
+mod release_checks;
+// API servers that go away, odd environment values, half-broken Secrets.
+mod robustness;
+// ECR_REFRESH_SERVICE_ACCOUNTS: our entry in imagePullSecrets, once.
+mod service_accounts;
+// The termination message, when it can't be written.
+mod termination;
+// One version in the manifests, --version, CHANGELOG.md and README.
+mod version;

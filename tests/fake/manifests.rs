@@ -1,0 +1,428 @@
+//! What ships in `manifests/` matches the binary.
+//!
+//! Variables: the manifests and the README name the variables the binary reads, and no
+//! others. A variable renamed in `src/config.rs` but not in `manifests/` would make every
+//! deployed run fail with "not a variable ecr-refresh knows" (exit 2); one added to the
+//! code but not to the CronJob would never be seen by an operator. These tests scan the
+//! text for `ECR_REFRESH_[A-Z0-9_]+` by hand: no YAML parser is needed for that.
+//! The RBAC they grant is tested in rbac.rs.
+//!
+//! Rendered (`kubectl kustomize`, which must be on PATH): the CronJob's deadlines add up, and
+//! the monitoring component's release-label component labels the PrometheusRule.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use std::time::Duration;
+
+use ecr_refresh::config::{Config, VARIABLES};
+use serde_json::Value;
+
+use common::manifests::{copy, documents as objects, kustomize, render};
+
+const PREFIX: &str = "ECR_REFRESH_";
+
+/// The test suite's own variables: documented for developers, never set in a manifest.
+const TEST_VARIABLES: &[&str] = &["ECR_REFRESH_E2E_KUBECONFIG", "ECR_REFRESH_NODE_ASSETS"];
+
+/// The CronJob every variant is built from: it shows every variable with its default.
+const BASE_CRONJOB: &str = "manifests/base/cronjob.yaml";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// Every `ECR_REFRESH_[A-Z0-9_]+` in `text` (digits too: `ECR_REFRESH_E2E_KUBECONFIG`), not preceded by an identifier character.
+fn variables_in(text: &str) -> BTreeSet<String> {
+    let bytes = text.as_bytes();
+    let mut found = BTreeSet::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find(PREFIX).map(|i| from + i) {
+        let start_of_word =
+            at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+        let mut end = at + PREFIX.len();
+        while end < bytes.len()
+            && (bytes[end].is_ascii_uppercase()
+                || bytes[end].is_ascii_digit()
+                || bytes[end] == b'_')
+        {
+            end += 1;
+        }
+        let name = text[at..end].trim_end_matches('_');
+        if start_of_word && name.len() > PREFIX.len() {
+            found.insert(name.to_owned());
+        }
+        from = end.max(at + 1);
+    }
+    found
+}
+
+/// The names of the container's `env` entries: lines like `- name: ECR_REFRESH_X`.
+/// Comments don't count: a variable must be set, not only mentioned.
+fn env_names_in(yaml: &str) -> BTreeSet<String> {
+    yaml.lines()
+        .map(str::trim_start)
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.strip_prefix("- name:"))
+        .map(|name| name.trim().trim_matches(['"', '\'']).to_owned())
+        .collect()
+}
+
+fn yaml_files(dir: &Path, into: &mut Vec<PathBuf>) {
+    let entries = fs::read_dir(dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            yaml_files(&path, into);
+        } else if matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        ) {
+            into.push(path);
+        }
+    }
+}
+
+fn documents() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    yaml_files(&repo().join("manifests"), &mut files);
+    assert!(
+        !files.is_empty(),
+        "no YAML files found under manifests/: the scan would prove nothing"
+    );
+    files.push(repo().join("README.md"));
+    files.sort();
+    files
+}
+
+#[test]
+fn every_variable_the_manifests_and_readme_name_is_one_ecr_refresh_reads() {
+    let mut unknown = Vec::new();
+    for file in documents() {
+        for name in variables_in(&read(&file)) {
+            if !VARIABLES.iter().any(|v| v.name == name) && !TEST_VARIABLES.contains(&name.as_str())
+            {
+                let shown = file.strip_prefix(repo()).unwrap_or(&file).display();
+                unknown.push(format!("{name} in {shown}"));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "variables ecr-refresh would refuse (exit 2), not in ecr_refresh::config::VARIABLES:\n  {}",
+        unknown.join("\n  ")
+    );
+}
+
+#[test]
+fn the_base_cronjob_sets_every_variable_ecr_refresh_reads() {
+    let set = env_names_in(&read(&repo().join(BASE_CRONJOB)));
+    let missing: Vec<_> = VARIABLES
+        .iter()
+        .map(|v| v.name)
+        .filter(|v| !set.contains(*v))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{BASE_CRONJOB} has no env entry (with its default and a comment) for {missing:?}"
+    );
+}
+
+#[test]
+fn the_readme_documents_every_variable_ecr_refresh_reads() {
+    let named = variables_in(&read(&repo().join("README.md")));
+    let missing: Vec<_> = VARIABLES
+        .iter()
+        .map(|v| v.name)
+        .filter(|v| !named.contains(*v))
+        .collect();
+    assert!(missing.is_empty(), "README.md does not mention {missing:?}");
+}
+
+#[test]
+fn the_scan_finds_whole_variable_names_only() {
+    let text = "ECR_REFRESH_TIMEOUT=5m, `ECR_REFRESH_*` variables, XECR_REFRESH_NOPE, \
+                ECR_REFRESH_DRY_RUN_, ECR_REFRESH_E2E_KUBECONFIG and ECR_REFRESH_";
+    let found: Vec<_> = variables_in(text).into_iter().collect();
+    assert_eq!(
+        found,
+        [
+            "ECR_REFRESH_DRY_RUN",
+            "ECR_REFRESH_E2E_KUBECONFIG",
+            "ECR_REFRESH_TIMEOUT"
+        ]
+    );
+
+    let yaml = "env:\n  # - name: ECR_REFRESH_A\n  - name: ECR_REFRESH_B\n  - name: \"RUST_LOG\"\n";
+    let names: Vec<_> = env_names_in(yaml).into_iter().collect();
+    assert_eq!(names, ["ECR_REFRESH_B", "RUST_LOG"]);
+}
+
+/// What a pod needs before the run's clock starts, per try: scheduling, pulling the image
+/// onto a node that lacks it, the container starting, the credential chain.
+const START_UP: Duration = Duration::from_secs(45);
+/// The Job controller's backoff before its first retry; it doubles for each further one.
+const FIRST_BACKOFF: Duration = Duration::from_secs(10);
+/// ... and stops doubling here.
+const MAX_BACKOFF: Duration = Duration::from_secs(360);
+
+fn seconds(v: &Value, what: &str) -> Duration {
+    Duration::from_secs(
+        v.as_u64()
+            .unwrap_or_else(|| panic!("{what}: not a whole number of seconds: {v}")),
+    )
+}
+
+/// The time between runs of a `*/N * * * *` schedule.
+fn interval(schedule: &str) -> Duration {
+    let fields: Vec<&str> = schedule.split_whitespace().collect();
+    let minutes = match fields.as_slice() {
+        [minute, "*", "*", "*", "*"] => minute.strip_prefix("*/").and_then(|n| n.parse().ok()),
+        _ => None,
+    };
+    let minutes: u64 = minutes.unwrap_or_else(|| {
+        panic!("schedule {schedule:?}: this test reads only \"*/N * * * *\"; teach it yours")
+    });
+    Duration::from_secs(minutes * 60)
+}
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn both_tries_of_a_job_fit_its_deadline_and_end_before_the_next_run() {
+    for variant in ["", "namespaced"] {
+        let rendered = render(variant, false);
+        let cronjob = objects(&rendered)
+            .into_iter()
+            .find(|d| d["kind"] == "CronJob")
+            .expect("a CronJob");
+        let job = &cronjob["spec"]["jobTemplate"]["spec"];
+        let pod = &job["template"]["spec"];
+        let container = pod["containers"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "ecr-refresh"))
+            .expect("the ecr-refresh container");
+        let env = container["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .filter_map(|e| {
+                Some((
+                    e["name"].as_str()?.to_owned(),
+                    e["value"].as_str()?.to_owned(),
+                ))
+            });
+        let config = Config::from_vars(env).expect("the CronJob's variables parse");
+
+        // Kubernetes' defaults where a field is left out.
+        let backoff_limit = job["backoffLimit"].as_u64().unwrap_or(6);
+        let termination_grace = match &pod["terminationGracePeriodSeconds"] {
+            Value::Null => Duration::from_secs(30),
+            v => seconds(v, "terminationGracePeriodSeconds"),
+        };
+        let deadline = seconds(&job["activeDeadlineSeconds"], "activeDeadlineSeconds");
+
+        // A try stops starting work at the timeout; then writes in flight get the grace, the
+        // summary Event and the metrics push their timeouts.
+        let stopping = ecr_refresh::run::stop::SHUTDOWN_GRACE
+            + ecr_refresh::cluster::events::SUMMARY_TIMEOUT
+            + ecr_refresh::metrics::PUSH_TIMEOUT;
+        let tries = backoff_limit as u32 + 1;
+        let backoffs: Duration = (0..backoff_limit as u32)
+            .map(|retry| (FIRST_BACKOFF * 2u32.pow(retry.min(16))).min(MAX_BACKOFF))
+            .sum();
+        let needed = (config.timeout + stopping + START_UP) * tries + backoffs;
+        assert!(
+            needed <= deadline,
+            "manifests/{variant}: {tries} tries x (ECR_REFRESH_TIMEOUT {}s + stopping {}s + \
+             start-up {}s) + backoff {}s = {}s, over activeDeadlineSeconds {}s: the deadline \
+             would cut the last try short",
+            config.timeout.as_secs(),
+            stopping.as_secs(),
+            START_UP.as_secs(),
+            backoffs.as_secs(),
+            needed.as_secs(),
+            deadline.as_secs()
+        );
+        // SIGTERM (a drain, or the deadline) leaves the pod its grace period: the run's own
+        // stop must fit in it, or SIGKILL cuts the summary and the push.
+        assert!(
+            stopping <= termination_grace,
+            "manifests/{variant}: stopping takes {}s, terminationGracePeriodSeconds is {}s",
+            stopping.as_secs(),
+            termination_grace.as_secs()
+        );
+        // With concurrencyPolicy Forbid a Job still running skips the next run.
+        let every = interval(cronjob["spec"]["schedule"].as_str().expect("a schedule"));
+        assert!(
+            deadline + termination_grace <= every,
+            "manifests/{variant}: a Job may last {}s (deadline and the pod's grace), runs \
+             come every {}s",
+            (deadline + termination_grace).as_secs(),
+            every.as_secs()
+        );
+    }
+}
+
+#[test]
+fn the_schedule_reader_reads_only_what_it_understands() {
+    assert_eq!(interval("*/10 * * * *"), Duration::from_secs(600));
+    assert!(std::panic::catch_unwind(|| interval("0 * * * *")).is_err());
+}
+
+/// The PrometheusRule the monitoring component renders on top of manifests/, with these
+/// components of it.
+fn prometheus_rule(extra_components: &[&str]) -> Value {
+    let copy = copy();
+    let overlay = copy.path().join("overlay");
+    fs::create_dir_all(&overlay).expect("an overlay directory");
+    let mut components = vec!["../manifests/components/monitoring".to_owned()];
+    components.extend(
+        extra_components
+            .iter()
+            .map(|c| format!("../manifests/components/monitoring/{c}")),
+    );
+    fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources: [\"../manifests\"]\ncomponents: {components:?}\n"
+        ),
+    )
+    .expect("writing the overlay");
+    let rules: Vec<Value> = objects(&kustomize(&overlay))
+        .into_iter()
+        .filter(|d| d["kind"] == "PrometheusRule")
+        .collect();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    rules.into_iter().next().expect("one rule")
+}
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_release_label_component_labels_the_rule_for_kube_prometheus_stack() {
+    let plain = prometheus_rule(&[]);
+    assert!(
+        plain["metadata"]["labels"]["release"].is_null(),
+        "without it the rule has no release label: {}",
+        plain["metadata"]
+    );
+
+    let labelled = prometheus_rule(&["release-label"]);
+
+    assert_eq!(
+        labelled["metadata"]["labels"]["release"], "kube-prometheus-stack",
+        "{}",
+        labelled["metadata"]
+    );
+    assert_eq!(labelled["metadata"]["name"], "ecr-refresh");
+    assert_eq!(labelled["metadata"]["namespace"], "ecr-refresh");
+    // The same rule, groups and all: the patch touches the labels only.
+    assert_eq!(labelled["spec"], plain["spec"]);
+    let groups: Vec<&str> = labelled["spec"]["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    assert_eq!(
+        groups,
+        ["ecr-refresh-pushgateway", "ecr-refresh-kube-state-metrics"]
+    );
+}
+
+/// The overlay README's Install section shows, as written there, beside a copy of the
+/// repository named `ecr-refresh`: `kubectl kustomize` alone renders it (no standalone
+/// kustomize), with the image pinned to this version and the region and registries it sets;
+/// with its commented component lines taken in, and pointed at the namespaced variant, too.
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_readmes_install_overlay_renders_with_kubectl_alone() {
+    let readme = read(&repo().join("README.md"));
+    let overlay = readme
+        .split_once("`ecr-refresh-install/kustomization.yaml`:\n\n```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```\n"))
+        .map(|(yaml, _)| yaml.to_owned())
+        .expect("README's Install section shows ecr-refresh-install/kustomization.yaml");
+    let copy = common::manifests::copy();
+    let clone = copy.path().join("ecr-refresh");
+    fs::create_dir_all(&clone).expect("a directory for the clone");
+    fs::rename(copy.path().join("manifests"), clone.join("manifests")).expect("move the copy");
+    let install = copy.path().join("ecr-refresh-install");
+    fs::create_dir_all(&install).expect("the overlay's directory");
+
+    let with_components = overlay.replace("# components:", "components:").replace(
+        "#   - ../ecr-refresh/manifests/components",
+        "  - ../ecr-refresh/manifests/components",
+    );
+    assert_ne!(
+        with_components, overlay,
+        "the overlay shows the component, commented"
+    );
+    let namespaced = overlay.replace(
+        "  - ../ecr-refresh/manifests ",
+        "  - ../ecr-refresh/manifests/namespaced ",
+    );
+    assert_ne!(
+        namespaced, overlay,
+        "the overlay names the namespaced variant"
+    );
+    for (what, yaml) in [
+        ("as shown", &overlay),
+        ("with the component", &with_components),
+        ("namespaced", &namespaced),
+    ] {
+        fs::write(install.join("kustomization.yaml"), yaml).expect("write the overlay");
+        let rendered = common::manifests::kustomize(&install);
+        let cronjob = common::manifests::documents(&rendered)
+            .into_iter()
+            .find(|d| d["kind"] == "CronJob")
+            .unwrap_or_else(|| panic!("{what}: no CronJob"));
+        let container =
+            &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            container["image"],
+            format!(
+                "ghcr.io/ecr-refresh/ecr-refresh:{}",
+                env!("CARGO_PKG_VERSION")
+            ),
+            "{what}"
+        );
+        let env: Vec<(&str, &str)> = container["env"]
+            .as_array()
+            .expect("the container's env")
+            .iter()
+            .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str().unwrap_or(""))))
+            .collect();
+        let value = |name: &str| {
+            let found: Vec<&str> = env
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
+                .collect();
+            assert_eq!(found.len(), 1, "{what}: {name} set once: {env:?}");
+            found[0]
+        };
+        assert_eq!(value("AWS_REGION"), "eu-west-1", "{what}");
+        assert_eq!(
+            value("ECR_REFRESH_REGISTRIES"),
+            "111122223333.dkr.ecr.eu-west-1.amazonaws.com",
+            "{what}"
+        );
+        let accounts = if what == "with the component" {
+            "default"
+        } else {
+            ""
+        };
+        assert_eq!(value("ECR_REFRESH_SERVICE_ACCOUNTS"), accounts, "{what}");
+        if what == "namespaced" {
+            assert_eq!(value("ECR_REFRESH_NAMESPACES"), "team-a,team-b");
+        }
+    }
+}

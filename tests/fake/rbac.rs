@@ -1,0 +1,369 @@
+//! The RBAC in manifests/ grants everything a run needs and nothing it doesn't use: a full
+//! refresh passes with the fake API server enforcing it, and fails when any verb is taken out.
+//! ServiceAccount rights come only from the service-accounts component. The fake grants only
+//! roles bound to ecr-refresh's ServiceAccount, so every test loads the bindings with the
+//! roles, as `kubectl kustomize` renders them. (The admission policy: tests/fake/admission.rs.)
+
+use crate::common;
+
+use common::manifests::{as_env, cronjob_env, documents, render, yaml};
+use common::*;
+use fake_cluster::{FakeCluster, Resource};
+use serde_json::{Value, json};
+
+/// The rendered documents of these kinds.
+fn of_kinds(rendered: &str, kinds: &[&str]) -> Vec<Value> {
+    documents(rendered)
+        .into_iter()
+        .filter(|d| kinds.iter().any(|k| d["kind"] == *k))
+        .collect()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every verb a role grants, as (resource, verb).
+fn grants(role: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for rule in role["rules"].as_array().expect("rules") {
+        for resource in strings(&rule["resources"]) {
+            for verb in strings(&rule["verbs"]) {
+                out.push((resource.clone(), verb));
+            }
+        }
+    }
+    out
+}
+
+/// The role with one verb taken out of every rule on one resource.
+fn without(role: &Value, resource: &str, verb: &str) -> Value {
+    let mut role = role.clone();
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if strings(&rule["resources"]).iter().any(|r| r == resource) {
+            let kept: Vec<String> = strings(&rule["verbs"])
+                .into_iter()
+                .filter(|v| v != verb)
+                .collect();
+            rule["verbs"] = json!(kept);
+        }
+    }
+    role
+}
+
+fn rbac_cluster(docs: &[Value]) -> Harness {
+    Harness::with(FakeCluster::builder().rbac_from_yaml(&yaml(docs)).start())
+}
+
+/// A cluster where a full run uses every verb: a namespace to create in, one whose Secret
+/// exists (patch), and a ServiceAccount to attach to. `role` is bound as in manifests/.
+fn scenario(role: &Value, binding: &Value) -> Harness {
+    let h = rbac_cluster(&[role.clone(), binding.clone()]);
+    seed(&h, &["team-b", "team-a"]);
+    h
+}
+
+/// The cluster-wide variant with the service-accounts component: its ClusterRole and
+/// ClusterRoleBinding, and the CronJob's variables.
+fn cluster_wide_with_accounts() -> (Value, Value, Vec<(String, String)>) {
+    let rendered = render("", true);
+    let role = of_kinds(&rendered, &["ClusterRole"]).remove(0);
+    let binding = of_kinds(&rendered, &["ClusterRoleBinding"]).remove(0);
+    (role, binding, cronjob_env(&rendered))
+}
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_cluster_role_reads_and_patches_no_secret_but_ours() {
+    let rendered = render("", false);
+    let h = rbac_cluster(&of_kinds(&rendered, &["ClusterRole", "ClusterRoleBinding"]));
+    seed(&h, &["team-b", "team-a"]);
+
+    let run = h.run(&[("ECR_REFRESH_SECRET_NAME", "other-pull-secret")]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("team-a"), "failed");
+    assert!(
+        run.line("team-a")["error"]
+            .as_str()
+            .unwrap()
+            .contains("forbidden")
+    );
+    let refused: Vec<_> = h
+        .cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.status == 403)
+        .map(|r| r.path)
+        .collect();
+    assert!(
+        refused
+            .iter()
+            .all(|p| p.ends_with("/secrets/other-pull-secret")),
+        "{refused:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn every_verb_the_cluster_role_grants_is_one_a_run_needs() {
+    let (role, binding, env) = cluster_wide_with_accounts();
+    let granted = grants(&role);
+    assert_eq!(
+        granted.len(),
+        7,
+        "secrets get, patch, create; namespaces list; events create; with the component, \
+         serviceaccounts get, patch: {granted:?}"
+    );
+    for (resource, verb) in granted {
+        // Events are best effort: without create on them a run passes and warns once
+        // (tests/fake/events.rs).
+        if resource == "events" {
+            continue;
+        }
+        let h = scenario(&without(&role, &resource, &verb), &binding);
+
+        let run = h.run(&as_env(&env));
+
+        assert_ne!(
+            run.code, 0,
+            "the run passed without {verb} on {resource}:\n{}",
+            run.stdout
+        );
+        let refused = h
+            .cluster
+            .requests()
+            .into_iter()
+            .filter(|r| r.status == 403)
+            .count();
+        assert!(
+            refused > 0,
+            "without {verb} on {resource}, a request was refused"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn without_the_component_no_service_account_is_granted_and_with_it_only_default() {
+    for variant in ["", "namespaced"] {
+        let plain = render(variant, false);
+        let roles = of_kinds(&plain, &["ClusterRole", "Role"]);
+        assert!(!roles.is_empty());
+        for role in &roles {
+            assert!(
+                grants(role).iter().all(|(r, _)| r != "serviceaccounts"),
+                "{variant:?}: {role}"
+            );
+        }
+        assert!(
+            cronjob_env(&plain)
+                .iter()
+                .any(|(k, v)| k == "ECR_REFRESH_SERVICE_ACCOUNTS" && v.is_empty())
+        );
+
+        let with = render(variant, true);
+        // The roles of the target namespaces (and the ClusterRole), not the policy's marker
+        // role (manifests/policy/clusterrole.yaml) nor the namespaced variant's Role for the
+        // summary Event in its own namespace.
+        let granting: Vec<Value> = of_kinds(&with, &["ClusterRole", "Role"])
+            .into_iter()
+            .filter(|r| r["metadata"]["name"] == "ecr-refresh")
+            .collect();
+        assert_eq!(granting.len(), if variant.is_empty() { 1 } else { 2 });
+        for role in granting {
+            let rules: Vec<&Value> = role["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| strings(&r["resources"]).contains(&"serviceaccounts".to_owned()))
+                .collect();
+            assert_eq!(rules.len(), 1, "{variant:?}: {role}");
+            assert_eq!(strings(&rules[0]["resourceNames"]), ["default"]);
+            assert_eq!(strings(&rules[0]["verbs"]), ["get", "patch"]);
+        }
+        assert!(
+            cronjob_env(&with)
+                .iter()
+                .any(|(k, v)| k == "ECR_REFRESH_SERVICE_ACCOUNTS" && v == "default")
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn a_service_account_the_component_does_not_name_is_refused() {
+    let (role, binding, _) = cluster_wide_with_accounts();
+    let h = scenario(&role, &binding);
+    h.cluster.seed(
+        Resource::ServiceAccounts,
+        json!({ "metadata": { "name": "builder", "namespace": "team-a" } }),
+        "kubectl-create",
+    );
+
+    let run = h.run(&[("ECR_REFRESH_SERVICE_ACCOUNTS", "builder")]);
+
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert_eq!(
+        h.statuses("GET", "/serviceaccounts/builder"),
+        [403, 403],
+        "one refused read in each namespace"
+    );
+}
+
+/// Namespaces with a `default` ServiceAccount; the first holds a Secret made by the
+/// `kubectl create secret docker-registry ... | kubectl apply -f -` loop, to be adopted.
+fn seed(h: &Harness, namespaces: &[&str]) {
+    for ns in namespaces {
+        h.cluster.add_namespace(ns, &[]);
+        h.cluster.seed(
+            Resource::ServiceAccounts,
+            json!({ "metadata": { "name": "default", "namespace": ns } }),
+            "kube-controller-manager",
+        );
+    }
+    let old = r#"{"auths":{"https://123456789012.dkr.ecr.us-east-1.amazonaws.com":{"username":"AWS","password":"old"}}}"#;
+    h.seed_secret(
+        namespaces[0],
+        "kubectl-client-side-apply",
+        json!({
+            "type": "kubernetes.io/dockerconfigjson",
+            "metadata": { "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{\"data\":{\"password\":\"old\"}}"
+            } },
+            "data": { ".dockerconfigjson": b64(old) }
+        }),
+    );
+}
+
+fn refused(h: &Harness) -> Vec<String> {
+    h.cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.status == 403)
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+const RBAC_KINDS: &[&str] = &["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn a_run_needs_no_right_the_cluster_wide_clusterrole_does_not_grant() {
+    let rendered = render("", true);
+    let h = rbac_cluster(&of_kinds(&rendered, RBAC_KINDS));
+    seed(&h, &["adopted", "fresh", "gone-mid-run"]);
+    h.seed_secret(
+        "gone-mid-run",
+        "ecr-refresh",
+        json!({ "type": "kubernetes.io/dockerconfigjson", "data": { ".dockerconfigjson": b64(r#"{"auths":{}}"#) } }),
+    );
+    h.cluster
+        .delete_after_next_get(Resource::Secrets, "gone-mid-run", SECRET);
+    let env = cronjob_env(&rendered);
+    let env = as_env(&env);
+    let mut dry_env = env.clone();
+    dry_env.push(("ECR_REFRESH_DRY_RUN", "true"));
+
+    let dry = h.run(&dry_env);
+    let run = h.run(&env);
+
+    dry.expect_code(0);
+    run.expect_code(0);
+    assert_eq!(
+        refused(&h),
+        Vec::<String>::new(),
+        "requests the ClusterRole refused"
+    );
+    assert_eq!(run.outcome("adopted"), "updated");
+    assert_eq!(run.outcome("fresh"), "created");
+    for ns in ["adopted", "fresh", "gone-mid-run"] {
+        assert!(h.secret(ns).is_some(), "{ns}");
+    }
+}
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn a_run_over_the_namespaced_variants_namespaces_needs_only_their_roles() {
+    let rendered = render("namespaced", true);
+    let h = rbac_cluster(&of_kinds(&rendered, RBAC_KINDS));
+    seed(&h, &["team-a", "team-b", "team-c"]);
+    let env = cronjob_env(&rendered);
+    assert!(env.contains(&("ECR_REFRESH_NAMESPACES".into(), "team-a,team-b".into())));
+    let env = as_env(&env);
+    let mut dry_env = env.clone();
+    dry_env.push(("ECR_REFRESH_DRY_RUN", "true"));
+
+    let dry = h.run(&dry_env);
+    let run = h.run(&env);
+
+    dry.expect_code(0);
+    run.expect_code(0);
+    assert_eq!(
+        refused(&h),
+        Vec::<String>::new(),
+        "requests the Roles refused"
+    );
+    assert_eq!(run.outcome("team-a"), "updated");
+    assert_eq!(run.outcome("team-b"), "created");
+    assert!(h.secret("team-c").is_none());
+}
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn with_only_the_namespaced_roles_a_glob_is_refused_before_anything_is_written() {
+    let rendered = render("namespaced", false);
+    let h = rbac_cluster(&of_kinds(&rendered, RBAC_KINDS));
+    seed(&h, &["team-a", "team-b"]);
+
+    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-*")]);
+
+    run.expect_code(3);
+    assert!(h.secret("team-b").is_none());
+}
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn a_run_fails_when_the_binding_is_missing_or_names_another_subject() {
+    let (role, binding, env) = cluster_wide_with_accounts();
+    assert_eq!(binding["subjects"][0]["namespace"], "ecr-refresh");
+    let mut elsewhere = binding.clone();
+    elsewhere["subjects"][0]["namespace"] = json!("default");
+    for (case, rbac) in [
+        ("the ClusterRole without its binding", vec![role.clone()]),
+        (
+            "a binding to the ServiceAccount of namespace default",
+            vec![role.clone(), elsewhere],
+        ),
+    ] {
+        let h = rbac_cluster(&rbac);
+        seed(&h, &["adopted", "fresh"]);
+        let before = h.secret("adopted");
+
+        let run = h.run(&as_env(&env));
+
+        assert_eq!(run.code, 3, "{case}:\n{}{}", run.stdout, run.stderr);
+        assert_eq!(
+            refused(&h),
+            ["GET /api/v1/namespaces"],
+            "{case}: the namespace list is refused, and nothing is tried after it"
+        );
+        assert_eq!(h.secret("adopted"), before, "{case}");
+        assert!(h.secret("fresh").is_none(), "{case}");
+    }
+
+    // The namespaced Roles without their RoleBindings grant nothing either.
+    let h = rbac_cluster(&of_kinds(&render("namespaced", true), &["Role"]));
+    seed(&h, &["team-a", "team-b"]);
+
+    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-a,team-b")]);
+
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(!refused(&h).is_empty());
+    assert!(h.secret("team-b").is_none());
+}

@@ -1,0 +1,9 @@
+//! The node tier: a real kubelet and containerd on this machine pull with the Secret
+//! ecr-refresh wrote. Needs root and tools, so `#[ignore]`d, naming them; `bash .ci/test`
+//! runs it.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+// A kubelet pulls before, after and during a refresh.
+mod kubelet_pull;

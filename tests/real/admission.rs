@@ -1,0 +1,253 @@
+//! The admission attacks of tests/fake/admission.rs (one list, tests/common/attacks.rs) sent to a
+//! real kube-apiserver (tests/control-plane) as ecr-refresh's ServiceAccount, with a real
+//! TokenRequest token, after `kubectl apply -k manifests/` with the service-accounts
+//! component: each is refused, by the real RBAC (a delete, a ServiceAccount create) or by
+//! the policy, evaluated by the real CEL; with RBAC widened to everything on Secrets and
+//! ServiceAccounts and Events, by the policy alone. With the binding deleted, each goes through: the
+//! policy is what stops them.
+//!
+//! The denials are told by the shape of the apiserver's message (`ValidatingAdmissionPolicy
+//! 'P' with binding 'B' denied request: ...`) and by the rule each attack breaks, as the
+//! list words it, not by the policy's or binding's name.
+
+use crate::common;
+
+use common::attacks::{OPAQUE_UPDATE, WIDE_RBAC, attacks, opaque_under_our_name, target_objects};
+use common::manifests::copy;
+use common::real::{
+    RealHarness, SERVICE_ACCOUNT, admin, create, denied_by_policy, eventually, get, install,
+    install_with, message, namespaces, send, wait_until_enforced, wait_until_enforced_for,
+};
+use common::*;
+use control_plane::ControlPlane;
+use serde_json::{Value, json};
+
+/// The attack targets as another user left them, created by the admin.
+fn seed(cp: &ControlPlane, targets: (&str, &str)) {
+    let objects: Vec<Value> = target_objects(targets)
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect();
+    create(cp, &objects);
+}
+
+/// Sends every attack aimed at `targets` as `token`: (what, rule, status, body).
+fn launch(
+    cp: &ControlPlane,
+    token: &str,
+    (victim, ours): (&str, &str),
+) -> Vec<(&'static str, &'static str, u16, Value)> {
+    attacks(victim, ours)
+        .into_iter()
+        .map(|a| {
+            // Someone else's Opaque Secret under our name, for this one attack only: the
+            // creates aim at the same name in `victim`.
+            let opaque = a.what == OPAQUE_UPDATE;
+            if opaque {
+                create(cp, &[opaque_under_our_name(victim).1]);
+            }
+            let (status, body) = send(cp, token, a.method, &a.path, a.content_type, &a.body);
+            if opaque {
+                admin(cp, &["delete", "secret", SECRET, "-n", victim], "");
+            }
+            (a.what, a.refused_with, status, body)
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding() {
+    // Its own: it installs the shipped names, which tests/real/runs.rs keeps, and widens and
+    // unbinds them.
+    let cp = &ControlPlane::start();
+    let manifests = copy();
+    let root = manifests.path().join("manifests");
+    install(cp, &cp.assets().join("kubectl"), &root, "", true);
+    wait_until_enforced(cp, "default");
+    let token = cp.service_account_token(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1);
+    seed(cp, ("victim", "ours"));
+    let ours_before = get(cp, "secret", "ours", SECRET).unwrap();
+
+    // The shipped RBAC refuses a delete, a ServiceAccount create and a core/v1 Event; the
+    // policy the rest.
+    for (what, rule, status, body) in launch(cp, &token, ("victim", "ours")) {
+        assert_eq!(status, 403, "{what}: {body}");
+        let by_rbac = what == "a delete of our Secret"
+            || what == "a ServiceAccount create"
+            || what == "a core/v1 Event";
+        if by_rbac {
+            assert!(
+                message(&body).contains("cannot "),
+                "{what}: by RBAC: {body}"
+            );
+        } else {
+            assert!(denied_by_policy(&body), "{what}: by the policy: {body}");
+            assert!(
+                message(&body).contains(rule),
+                "{what}: for {rule:?}: {body}"
+            );
+            assert_eq!(body["reason"], "Forbidden", "{body}");
+        }
+    }
+
+    // RBAC granting everything on Secrets, ServiceAccounts and Events: the policy alone.
+    admin(cp, &["apply", "-f", "-"], WIDE_RBAC);
+    let delete = &attacks("victim", "ours")
+        .into_iter()
+        .find(|a| a.method == "DELETE")
+        .unwrap();
+    eventually("the wide RBAC in force", || {
+        let path = format!("{}?dryRun=All", delete.path);
+        let (status, body) = send(
+            cp,
+            &token,
+            "DELETE",
+            &path,
+            delete.content_type,
+            &Value::Null,
+        );
+        if denied_by_policy(&body) {
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
+        }
+    });
+    for (what, rule, status, body) in launch(cp, &token, ("victim", "ours")) {
+        assert_eq!(status, 403, "wide RBAC: {what}: {body}");
+        assert!(denied_by_policy(&body), "wide RBAC: {what}: {body}");
+        assert!(
+            message(&body).contains(rule),
+            "wide RBAC: {what}: for {rule:?}: {body}"
+        );
+    }
+    let ours_after = get(cp, "secret", "ours", SECRET).unwrap();
+    assert_eq!(
+        ours_after["metadata"]["resourceVersion"], ours_before["metadata"]["resourceVersion"],
+        "nothing refused changed anything"
+    );
+    assert!(get(cp, "secret", "victim", SECRET).is_none());
+
+    // Without the binding, each goes through (fresh targets for each: they change things).
+    admin(
+        cp,
+        &["delete", "validatingadmissionpolicybinding", "ecr-refresh"],
+        "",
+    );
+    let first = &attacks("victim", "ours")[0];
+    eventually("the binding gone from the server's view", || {
+        let path = format!("{}?dryRun=All", first.path);
+        let (status, body) = send(cp, &token, "POST", &path, first.content_type, &first.body);
+        if status == 201 {
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
+        }
+    });
+    let count = attacks("victim", "ours").len();
+    for i in 0..count {
+        let victim = format!("victim-{i}");
+        let ours = format!("ours-{i}");
+        seed(cp, (&victim, &ours));
+        let attack = attacks(&victim, &ours).remove(i);
+        if attack.what == OPAQUE_UPDATE {
+            create(cp, &[opaque_under_our_name(&victim).1]);
+        }
+        let (status, body) = send(
+            cp,
+            &token,
+            attack.method,
+            &attack.path,
+            attack.content_type,
+            &attack.body,
+        );
+        assert!(
+            (200..300).contains(&status),
+            "without the binding, {} is admitted: {status} {body}",
+            attack.what
+        );
+    }
+    // The first, a service-account-token Secret under our name, is stored as sent.
+    assert_eq!(
+        get(cp, "secret", "victim-0", SECRET).unwrap()["type"],
+        "kubernetes.io/service-account-token"
+    );
+}
+
+/// Two installs side by side, as a platform team runs one per Secret name: manifests/ as
+/// shipped, and a copy writing `team-pull` through an overlay with `namespace: platform`
+/// and `namePrefix: b-`. Each ServiceAccount writes its own Secret in the same namespace,
+/// and each is held by its own install's policy only: the other's Secret name is refused
+/// to it by its own policy.
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn two_installs_writing_secrets_of_different_names_are_each_held_by_their_own_policy_only() {
+    let cp = ControlPlane::start();
+    let kubectl = cp.assets().join("kubectl");
+    let shipped = copy();
+    install(&cp, &kubectl, &shipped.path().join("manifests"), "", false);
+    let second = copy();
+    let root = second.path().join("manifests");
+    let cronjob = root.join("base/cronjob.yaml");
+    let text = std::fs::read_to_string(&cronjob).expect("the CronJob");
+    assert!(text.contains("value: aws-ecr-token"));
+    write(
+        &cronjob,
+        &text.replace("value: aws-ecr-token", "value: team-pull"),
+    );
+    install_with(
+        &cp,
+        &kubectl,
+        &root,
+        "",
+        "namespace: platform\nnamePrefix: b-",
+        None,
+    );
+    let b = ("platform", "b-ecr-refresh");
+    namespaces(&cp, &["team-x", "team-y"]);
+    wait_until_enforced(&cp, "team-y");
+    wait_until_enforced_for(&cp, "team-y", b, "team-pull");
+
+    let run = RealHarness::new(&cp).run(&[("ECR_REFRESH_NAMESPACES", "team-x")]);
+    run.expect_code(0);
+    assert_eq!(run.outcome("team-x"), "created", "{}", run.stdout);
+    let run = RealHarness::as_account(&cp, b).run(&[
+        ("ECR_REFRESH_NAMESPACES", "team-x"),
+        ("ECR_REFRESH_SECRET_NAME", "team-pull"),
+    ]);
+    run.expect_code(0);
+    assert_eq!(
+        run.outcome("team-x"),
+        "created",
+        "the second install's run, not held by the first's policy: {}",
+        run.stdout
+    );
+    for name in [SECRET, "team-pull"] {
+        assert!(get(&cp, "secret", "team-x", name).is_some(), "{name}");
+    }
+
+    for ((namespace, account), policy, theirs, ours) in [
+        (SERVICE_ACCOUNT, "ecr-refresh", "team-pull", SECRET),
+        (b, "b-ecr-refresh", SECRET, "team-pull"),
+    ] {
+        let token = cp.service_account_token(namespace, account);
+        let pull_secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": theirs}, "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": b64(r#"{"auths":{}}"#)}});
+        let (status, body) = send(
+            &cp,
+            &token,
+            "POST",
+            "/api/v1/namespaces/team-y/secrets?dryRun=All",
+            "application/json",
+            &pull_secret,
+        );
+        assert_eq!(status, 403, "{account} creating {theirs}: {body}");
+        assert!(
+            message(&body).contains(&format!(
+                ": ValidatingAdmissionPolicy '{policy}' with binding"
+            )) && message(&body).contains(&format!("may only write the Secret named {ours}")),
+            "{account} creating {theirs}, refused by its own install's policy: {body}"
+        );
+    }
+}

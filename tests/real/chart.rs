@@ -1,0 +1,905 @@
+//! The Helm chart (charts/ecr-refresh/), with real Helm: its values reach the objects they
+//! name; its schema refuses bad values, naming them; and against a real kube-apiserver (tests/control-plane) it installs, upgrades and
+//! uninstalls to the objects the values say, its admission policy refuses a stolen token's
+//! requests, and a run of the binary as its ServiceAccount writes the Secrets.
+//!
+//! Needs Helm (`HELM`, or `helm` on PATH: `.ci/go-tool helm` builds it) and
+//! `KUBEBUILDER_ASSETS` (`.ci/kube-binaries`). `.ci/check-chart` adds `helm lint --strict`
+//! and kubernetes-validate of the rendered output; `.ci/render-manifests --check` proves
+//! that the kustomize manifests, rendered from the chart, install what it installs, for
+//! both scopes and each component; `.ci/render-chart-docs --check` that values.schema.json
+//! and README.md are generated from values.yaml.
+
+use crate::common;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::manifests::documents;
+use common::{REGISTRY, b64, docker_config};
+use control_plane::ControlPlane;
+use fake_cluster::FakeEcr;
+use serde_json::{Value, json};
+
+fn chart_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/ecr-refresh")
+}
+
+/// `key: value` of a top-level scalar in Chart.yaml.
+fn chart_field(key: &str) -> String {
+    let text = std::fs::read_to_string(chart_dir().join("Chart.yaml")).expect("Chart.yaml");
+    let doc = &documents(&text)[0];
+    doc[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("Chart.yaml has no string {key}"))
+        .to_owned()
+}
+
+/// Helm: `HELM`, else `helm` on PATH. Missing, the test fails and says how to build it.
+fn helm_binary() -> PathBuf {
+    const BUILD: &str = "build it with `.ci/go-tool helm` and set HELM=\"$(.ci/go-tool helm | tail -1)/helm\" (or put that directory on PATH)";
+    if let Some(path) = std::env::var_os("HELM").filter(|v| !v.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "HELM={} is not a file: {BUILD}",
+            path.display()
+        );
+        return path;
+    }
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("helm"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("Helm not found (HELM unset, no helm on PATH): {BUILD}"))
+}
+
+/// Helm with its cache, configuration and data in a directory of its own (no state of the
+/// developer's read or written), talking to `kubeconfig` or to nothing.
+struct Helm {
+    binary: PathBuf,
+    home: tempfile::TempDir,
+    kubeconfig: Option<PathBuf>,
+}
+
+impl Helm {
+    fn offline() -> Self {
+        Self {
+            binary: helm_binary(),
+            home: tempfile::tempdir().expect("a temporary directory"),
+            kubeconfig: None,
+        }
+    }
+
+    fn against(cp: &ControlPlane) -> Self {
+        Self {
+            kubeconfig: Some(cp.admin_kubeconfig().to_owned()),
+            ..Self::offline()
+        }
+    }
+
+    fn command(&self) -> Command {
+        let home = self.home.path();
+        let mut command = Command::new(&self.binary);
+        command
+            .env_clear()
+            .env("HOME", home)
+            .env("HELM_CACHE_HOME", home.join("cache"))
+            .env("HELM_CONFIG_HOME", home.join("config"))
+            .env("HELM_DATA_HOME", home.join("data"))
+            .env(
+                "KUBECONFIG",
+                self.kubeconfig
+                    .clone()
+                    .unwrap_or_else(|| home.join("no-kubeconfig")),
+            );
+        command
+    }
+
+    /// A values file holding `values` (JSON is YAML).
+    fn values_file(&self, values: &Value) -> PathBuf {
+        let path = self
+            .home
+            .path()
+            .join(format!("values-{:08x}.json", fastrand::u32(..)));
+        std::fs::write(&path, values.to_string()).expect("writing a values file");
+        path
+    }
+
+    /// `helm ARGS`, with `values` as a values file when given.
+    fn run(&self, args: &[&str], values: Option<&Value>) -> Output {
+        let mut command = self.command();
+        command.args(args);
+        if let Some(values) = values {
+            command.arg("--values").arg(self.values_file(values));
+        }
+        command.output().expect("helm runs")
+    }
+
+    /// `helm template RELEASE chart -n NAMESPACE`: the output, or Helm's error.
+    fn template(&self, release: &str, namespace: &str, values: &Value) -> Result<String, String> {
+        let chart = chart_dir();
+        let out = self.run(
+            &[
+                "template",
+                release,
+                chart.to_str().expect("a UTF-8 path"),
+                "--namespace",
+                namespace,
+            ],
+            Some(values),
+        );
+        if out.status.success() {
+            Ok(String::from_utf8(out.stdout).expect("helm writes UTF-8"))
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    /// `helm install|upgrade|uninstall|list …`, which must succeed.
+    fn expect(&self, args: &[&str], values: Option<&Value>) -> String {
+        let out = self.run(args, values);
+        assert!(
+            out.status.success(),
+            "helm {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+fn render(values: &Value) -> Vec<Value> {
+    render_as("ecr-refresh", "ecr-refresh", values)
+}
+
+fn render_as(release: &str, namespace: &str, values: &Value) -> Vec<Value> {
+    let yaml = Helm::offline()
+        .template(release, namespace, values)
+        .unwrap_or_else(|e| panic!("helm template: {e}"));
+    documents(&yaml)
+}
+
+/// `Kind namespace/name`, for messages.
+fn identity(doc: &Value) -> String {
+    format!(
+        "{} {}/{}",
+        doc["kind"].as_str().unwrap_or("?"),
+        doc["metadata"]["namespace"].as_str().unwrap_or("-"),
+        doc["metadata"]["name"].as_str().unwrap_or("?")
+    )
+}
+
+// ---- Values --------------------------------------------------------------------------
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    let found: Vec<&Value> = of_kind(docs, kind)
+        .into_iter()
+        .filter(|d| d["metadata"]["name"] == name)
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind} {name} in {docs:#?}");
+    found[0]
+}
+
+fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    let found = of_kind(docs, kind);
+    assert_eq!(found.len(), 1, "one {kind} in {docs:#?}");
+    found[0]
+}
+
+fn env_of(cronjob: &Value) -> Vec<(String, String)> {
+    cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_owned(),
+                e["value"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn env_value(cronjob: &Value, name: &str) -> String {
+    env_of(cronjob)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no {name}"))
+        .1
+}
+
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn the_policy_and_rbac_follow_the_release_namespace_service_account_and_secret_name() {
+    let docs = render_as(
+        "ecr-refresh",
+        "tools",
+        &json!({"serviceAccount": {"name": "refresher"}, "secretName": "ecr-pull",
+                "serviceAccounts": ["default", "builder"]}),
+    );
+    let policy = one(&docs, "ValidatingAdmissionPolicy");
+    // The policy names no user: it holds whoever the admission binding grants `subject-to`.
+    let condition = policy["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap();
+    assert!(
+        !condition.contains("refresher") && !condition.contains("tools"),
+        "{condition}"
+    );
+    assert_eq!(
+        named(&docs, "ClusterRoleBinding", "ecr-refresh-admission")["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "refresher", "namespace": "tools"}])
+    );
+    assert_eq!(
+        policy["spec"]["variables"][0],
+        json!({"name": "secretName", "expression": "'ecr-pull'"})
+    );
+    let role = named(&docs, "ClusterRole", "ecr-refresh");
+    assert_eq!(role["rules"][0]["resourceNames"], json!(["ecr-pull"]));
+    assert_eq!(
+        role["rules"][4],
+        json!({"apiGroups": [""], "resources": ["serviceaccounts"],
+               "resourceNames": ["default", "builder"], "verbs": ["get", "patch"]})
+    );
+    assert_eq!(
+        named(&docs, "ClusterRoleBinding", "ecr-refresh")["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "refresher", "namespace": "tools"}])
+    );
+    assert_eq!(
+        one(&docs, "ServiceAccount")["metadata"]["name"],
+        "refresher"
+    );
+    let cronjob = one(&docs, "CronJob");
+    assert_eq!(cronjob["metadata"]["namespace"], "tools");
+    assert_eq!(
+        cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"],
+        "refresher"
+    );
+    assert_eq!(env_value(cronjob, "ECR_REFRESH_SECRET_NAME"), "ecr-pull");
+    assert_eq!(
+        env_value(cronjob, "ECR_REFRESH_SERVICE_ACCOUNTS"),
+        "default,builder"
+    );
+}
+
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn another_release_name_renames_every_object_and_the_policy_binding() {
+    let docs = render_as("prod", "tools", &json!({}));
+    for doc in &docs {
+        let name = doc["metadata"]["name"].as_str().unwrap();
+        assert!(
+            ["prod-ecr-refresh", "prod-ecr-refresh-admission"].contains(&name),
+            "{}",
+            identity(doc)
+        );
+        assert_eq!(
+            doc["metadata"]["labels"]["app.kubernetes.io/instance"],
+            "prod"
+        );
+    }
+    assert_eq!(
+        one(&docs, "ValidatingAdmissionPolicyBinding")["spec"]["policyName"],
+        "prod-ecr-refresh"
+    );
+    assert_eq!(
+        named(&docs, "ClusterRoleBinding", "prod-ecr-refresh")["roleRef"]["name"],
+        "prod-ecr-refresh"
+    );
+    assert_eq!(
+        named(&docs, "ClusterRoleBinding", "prod-ecr-refresh-admission")["roleRef"]["name"],
+        "prod-ecr-refresh-admission"
+    );
+    let without = render_as(
+        "prod",
+        "tools",
+        &json!({"admissionPolicy": {"enabled": false}}),
+    );
+    assert!(
+        without.iter().all(|d| {
+            d["metadata"]["name"] != "prod-ecr-refresh-admission"
+                && !d["kind"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("ValidatingAdmissionPolicy")
+        }),
+        "admissionPolicy.enabled false renders no policy and no admission binding"
+    );
+}
+
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn the_policy_holds_the_service_accounts_granted_subject_to_for_the_releases_secret_name_only() {
+    // Two releases writing Secrets of different names: each policy asks `subject-to` for
+    // its own name, and each release's ClusterRole grants only that one, so neither policy
+    // holds the other release's ServiceAccount (tests/real_admission.rs shows it on a real
+    // server for two kustomize installs).
+    for (release, fullname, secret) in [
+        ("ecr-refresh", "ecr-refresh", "aws-ecr-token"),
+        ("team", "team-ecr-refresh", "team-pull"),
+    ] {
+        let docs = render_as(release, "tools", &json!({"secretName": secret}));
+        let role = named(&docs, "ClusterRole", &format!("{fullname}-admission"));
+        assert_eq!(
+            role["rules"],
+            json!([{"apiGroups": ["ecr-refresh"], "resources": ["admission-policy"],
+                    "resourceNames": [secret], "verbs": ["subject-to"]}]),
+            "{release}"
+        );
+        let policy = one(&docs, "ValidatingAdmissionPolicy");
+        let condition = policy["spec"]["matchConditions"][0]["expression"]
+            .as_str()
+            .unwrap();
+        assert!(
+            condition.contains(&format!(
+                "resource('admission-policy').name('{secret}').check('subject-to')"
+            )),
+            "{release}: {condition}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn the_first_run_hook_job_is_a_run_of_the_cronjob_deleted_when_done() {
+    let docs = render(&json!({"firstRun": {"enabled": true}}));
+    let job = one(&docs, "Job");
+    assert_eq!(job["metadata"]["name"], "ecr-refresh-first-run");
+    assert_eq!(
+        job["metadata"]["annotations"],
+        json!({"helm.sh/hook": "post-install,post-upgrade",
+               "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"})
+    );
+    assert_eq!(
+        job["spec"],
+        one(&docs, "CronJob")["spec"]["jobTemplate"]["spec"]
+    );
+    assert!(of_kind(&render(&json!({})), "Job").is_empty());
+}
+
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn a_digest_replaces_the_tag_and_the_tag_defaults_to_the_app_version() {
+    let image = |values: Value| {
+        one(&render(&values), "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+            ["containers"][0]["image"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        image(json!({})),
+        format!(
+            "ghcr.io/ecr-refresh/ecr-refresh:{}",
+            chart_field("appVersion")
+        )
+    );
+    assert_eq!(
+        image(json!({"image": {"repository": "registry.example/ecr-refresh", "tag": "9.9.9"}})),
+        "registry.example/ecr-refresh:9.9.9"
+    );
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    assert_eq!(
+        image(json!({"image": {"tag": "9.9.9", "digest": digest}})),
+        format!("ghcr.io/ecr-refresh/ecr-refresh@{digest}")
+    );
+}
+
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn static_keys_extra_env_and_pushgateway_labels_reach_the_container() {
+    let docs = render(&json!({
+        "aws": {"existingSecret": "ecr-refresh-aws", "region": "eu-west-1"},
+        "extraEnv": [{"name": "RUST_LOG", "value": "debug"}],
+        "pushgateway": {"groupingLabels": {"cluster": "prod-eu", "az": "a"}},
+        "suspend": true,
+        "mode": "check",
+    }));
+    let cronjob = one(&docs, "CronJob");
+    let container = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["envFrom"],
+        json!([{"secretRef": {"name": "ecr-refresh-aws"}}])
+    );
+    let env = env_of(cronjob);
+    assert_eq!(env.last().unwrap(), &("RUST_LOG".into(), "debug".into()));
+    assert_eq!(env_value(cronjob, "AWS_REGION"), "eu-west-1");
+    assert_eq!(env_value(cronjob, "ECR_REFRESH_MODE"), "check");
+    assert_eq!(
+        env_value(cronjob, "ECR_REFRESH_PUSHGATEWAY_LABELS"),
+        "az=a,cluster=prod-eu"
+    );
+    assert_eq!(cronjob["spec"]["suspend"], true);
+}
+
+/// ci/every-value-values.yaml (which .ci/check-chart lints and validates) sets every key
+/// values.schema.json describes, and no other. (The schema itself is generated from
+/// values.yaml by .ci/render-chart-docs, whose check fails on any drift.)
+#[test]
+fn the_every_value_file_sets_every_key_the_schema_describes() {
+    fn keys(schema: &Value, path: &str, out: &mut Vec<String>) {
+        let Some(properties) = schema["properties"].as_object() else {
+            return;
+        };
+        for (k, sub) in properties {
+            let p = format!("{path}.{k}");
+            out.push(p.clone());
+            keys(sub, &p, out);
+        }
+    }
+    fn present(values: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
+        let (Some(map), Some(properties)) = (values.as_object(), schema["properties"].as_object())
+        else {
+            return;
+        };
+        for (k, v) in map {
+            let p = format!("{path}.{k}");
+            out.push(p.clone());
+            if let Some(sub) = properties.get(k) {
+                present(v, sub, &p, out);
+            }
+        }
+    }
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(chart_dir().join("values.schema.json")).unwrap(),
+    )
+    .expect("the schema is JSON");
+    // The values' own schema, beside the bundled rule across two values (allOf[1]).
+    let schema = &schema["allOf"][0];
+    assert_eq!(schema["additionalProperties"], false);
+    let mut described = Vec::new();
+    keys(schema, "", &mut described);
+    // Helm's own key, for parent charts: described, never set here.
+    described.retain(|k| k != ".global");
+    assert!(described.len() > 50, "{described:?}");
+    let every = documents(
+        &std::fs::read_to_string(chart_dir().join("ci/every-value-values.yaml")).expect("readable"),
+    )
+    .remove(0);
+    let mut set = Vec::new();
+    present(&every, schema, "", &mut set);
+    // Below the schema's depth (free-form maps such as resources.requests) keys are the
+    // user's: only those the schema describes are compared.
+    let unset: Vec<&String> = described.iter().filter(|k| !set.contains(k)).collect();
+    assert!(
+        unset.is_empty(),
+        "ci/every-value-values.yaml leaves out {unset:?}"
+    );
+    let mut undescribed = Vec::new();
+    present(&every, &json!({}), "", &mut undescribed);
+    let undescribed: Vec<&String> = undescribed
+        .iter()
+        .filter(|k| !described.contains(k))
+        .collect();
+    assert!(
+        undescribed.is_empty(),
+        "values.schema.json does not describe {undescribed:?} of ci/every-value-values.yaml"
+    );
+}
+
+#[test]
+fn the_chart_version_and_app_version_are_one_and_the_kustomize_image_tag() {
+    let version = chart_field("version");
+    assert_eq!(chart_field("appVersion"), version);
+    let kustomization = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base/kustomization.yaml"),
+    )
+    .unwrap();
+    assert_eq!(
+        documents(&kustomization)[0]["images"][0]["newTag"],
+        version,
+        "the chart and the manifests install the same image"
+    );
+}
+
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn bad_values_are_refused_with_a_message_naming_the_value() {
+    let helm = Helm::offline();
+    let cases = [
+        (
+            json!({"scpe": "cluster"}),
+            "additional properties 'scpe' not allowed",
+        ),
+        (
+            json!({"image": {"pullpolicy": "Always"}}),
+            "at '/image': additional properties 'pullpolicy' not allowed",
+        ),
+        (
+            json!({"concurrency": "many"}),
+            "at '/concurrency': got string, want integer",
+        ),
+        (
+            json!({"dualStack": "yes"}),
+            "at '/dualStack': got string, want boolean",
+        ),
+        (
+            json!({"namespaces": "all"}),
+            "at '/namespaces': got string, want array",
+        ),
+        (
+            json!({"scope": "everywhere"}),
+            "at '/scope': value must be one of 'cluster', 'namespaced'",
+        ),
+        (
+            json!({"secretName": "Aws_Token"}),
+            "at '/secretName': 'Aws_Token' does not match",
+        ),
+        (
+            json!({"scope": "namespaced", "namespaces": ["team-*"]}),
+            "at '/namespaces/0': 'team-*' does not match",
+        ),
+        (
+            json!({"scope": "namespaced", "namespaces": ["team-a"], "namespaceSelector": "tier=web"}),
+            "at '/namespaceSelector': value must be ''",
+        ),
+        (
+            json!({"scope": "namespaced"}),
+            "namespaces: \"all\" is not a literal namespace name",
+        ),
+        (
+            json!({"renewBefore": "soon"}),
+            "at '/renewBefore': 'soon' does not match",
+        ),
+        (
+            json!({"mode": "fix"}),
+            "at '/mode': value must be one of 'refresh', 'check'",
+        ),
+        (
+            json!({"check": {"podrights": true}}),
+            "at '/check': additional properties 'podrights' not allowed",
+        ),
+    ];
+    for (values, message) in cases {
+        match helm.template("ecr-refresh", "ecr-refresh", &values) {
+            Ok(_) => panic!("{values} was accepted"),
+            Err(e) => assert!(e.contains(message), "{values}: {e}"),
+        }
+    }
+}
+
+// ---- On the real API server ------------------------------------------------------------
+
+/// An object as the admin reads it, or None when the server says NotFound.
+fn get(cp: &ControlPlane, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+    let mut command = cp.kubectl();
+    command.args(["get", kind, name, "-o", "json"]);
+    if let Some(ns) = namespace {
+        command.args(["-n", ns]);
+    }
+    let out = command.output().expect("kubectl runs");
+    if out.status.success() {
+        return Some(serde_json::from_slice(&out.stdout).expect("kubectl prints JSON"));
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("NotFound"),
+        "kubectl get {kind} {name}: {stderr}"
+    );
+    None
+}
+
+/// Held by each test that installs a release with the admission policy. Every release's
+/// policy holds every ServiceAccount granted `subject-to` (one made-up permission for all),
+/// so two releases with different `secretName`s refuse each other's Secret writes (README,
+/// With Helm): these tests install one at a time.
+fn one_policy_release_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn chart_path() -> String {
+    chart_dir().to_str().expect("a UTF-8 path").to_owned()
+}
+
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn install_upgrade_and_uninstall_leave_the_objects_the_values_say() {
+    let cp = ControlPlane::shared();
+    let _one = one_policy_release_at_a_time();
+    for ns in ["lifecycle-a", "lifecycle-b"] {
+        cp.create_namespace(ns);
+    }
+    let helm = Helm::against(cp);
+    let (release, ns) = ("lifecycle-ecr-refresh", "lifecycle");
+    let chart = chart_path();
+    let arn = "arn:aws:iam::111122223333:role/lifecycle";
+
+    let started = Instant::now();
+    helm.expect(
+        &["install", release, &chart, "-n", ns, "--create-namespace"],
+        Some(&json!({"serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": arn}}})),
+    );
+    println!("helm install: {:.1?}", started.elapsed());
+    let account = get(cp, "serviceaccount", Some(ns), release).expect("the ServiceAccount");
+    assert_eq!(
+        account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"],
+        arn
+    );
+    let role = get(cp, "clusterrole", None, release).expect("the ClusterRole");
+    assert_eq!(role["rules"].as_array().unwrap().len(), 4);
+    assert!(get(cp, "clusterrolebinding", None, release).is_some());
+    let cronjob = get(cp, "cronjob", Some(ns), release).expect("the CronJob");
+    assert_eq!(cronjob["spec"]["schedule"], "*/10 * * * *");
+    assert_eq!(env_value(&cronjob, "ECR_REFRESH_NAMESPACES"), "all");
+    assert!(get(cp, "validatingadmissionpolicy", None, release).is_some());
+    assert!(get(cp, "validatingadmissionpolicybinding", None, release).is_some());
+    let admission = format!("{release}-admission");
+    let binding = get(cp, "clusterrolebinding", None, &admission).expect("the admission binding");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": release, "namespace": ns}])
+    );
+    assert!(get(cp, "role", Some("lifecycle-a"), release).is_none());
+
+    let started = Instant::now();
+    helm.expect(
+        &["upgrade", release, &chart, "-n", ns],
+        Some(&json!({
+            "scope": "namespaced",
+            "namespaces": ["lifecycle-a", "lifecycle-b"],
+            "serviceAccounts": ["default"],
+            "secretName": "lifecycle-pull",
+            "schedule": "*/30 * * * *",
+            "suspend": true,
+            "admissionPolicy": {"enabled": false},
+        })),
+    );
+    println!("helm upgrade: {:.1?}", started.elapsed());
+    let account = get(cp, "serviceaccount", Some(ns), release).expect("the ServiceAccount");
+    assert!(
+        account["metadata"]["annotations"]
+            .get("eks.amazonaws.com/role-arn")
+            .is_none(),
+        "the annotation the new values leave out is gone: {account}"
+    );
+    assert!(get(cp, "clusterrole", None, release).is_none());
+    assert!(get(cp, "clusterrolebinding", None, release).is_none());
+    assert!(get(cp, "validatingadmissionpolicy", None, release).is_none());
+    assert!(get(cp, "validatingadmissionpolicybinding", None, release).is_none());
+    assert!(get(cp, "clusterrole", None, &admission).is_none());
+    assert!(get(cp, "clusterrolebinding", None, &admission).is_none());
+    for target in ["lifecycle-a", "lifecycle-b"] {
+        let role = get(cp, "role", Some(target), release).expect("a Role in each namespace");
+        assert_eq!(role["rules"][0]["resourceNames"], json!(["lifecycle-pull"]));
+        assert_eq!(role["rules"][3]["resourceNames"], json!(["default"]));
+        let binding = get(cp, "rolebinding", Some(target), release).expect("its binding");
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": release, "namespace": ns}])
+        );
+    }
+    let cronjob = get(cp, "cronjob", Some(ns), release).expect("the CronJob");
+    assert_eq!(cronjob["spec"]["schedule"], "*/30 * * * *");
+    assert_eq!(cronjob["spec"]["suspend"], true);
+    assert_eq!(
+        env_value(&cronjob, "ECR_REFRESH_NAMESPACES"),
+        "lifecycle-a,lifecycle-b"
+    );
+    assert_eq!(
+        env_value(&cronjob, "ECR_REFRESH_SECRET_NAME"),
+        "lifecycle-pull"
+    );
+
+    let started = Instant::now();
+    helm.expect(&["uninstall", release, "-n", ns], None);
+    println!("helm uninstall: {:.1?}", started.elapsed());
+    assert!(get(cp, "serviceaccount", Some(ns), release).is_none());
+    assert!(get(cp, "cronjob", Some(ns), release).is_none());
+    for target in ["lifecycle-a", "lifecycle-b"] {
+        assert!(get(cp, "role", Some(target), release).is_none());
+        assert!(get(cp, "rolebinding", Some(target), release).is_none());
+    }
+    let releases = helm.expect(&["list", "-n", ns, "-q"], None);
+    assert_eq!(releases.trim(), "", "no release left");
+}
+
+/// `kubectl create -f -` with `body`, as whoever `kubeconfig` names.
+fn create_as(cp: &ControlPlane, kubeconfig: &Path, namespace: &str, body: &Value) -> Output {
+    let mut child = cp
+        .kubectl_as(kubeconfig)
+        .args(["create", "-n", namespace, "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.to_string().as_bytes())
+        .expect("writing to kubectl");
+    child.wait_with_output().expect("kubectl ends")
+}
+
+/// A Warning Event as src/cluster/events.rs writes it, regarding Secret `secret` in `namespace`.
+fn warning_event(namespace: &str, name: &str, secret: &str) -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+           "metadata": {"name": name, "namespace": namespace},
+           "eventTime": "2026-12-01T08:00:00.000000Z",
+           "type": "Warning", "reason": "RefreshFailed", "action": "Refresh",
+           "note": "ecr-refresh could not refresh its image-pull Secret",
+           "reportingController": "ecr-refresh", "reportingInstance": "ecr-refresh-29400050-x7k2p",
+           "regarding": {"apiVersion": "v1", "kind": "Secret", "namespace": namespace, "name": secret}})
+}
+
+/// The policy holds the chart's ServiceAccount through the `-admission` ClusterRoleBinding's
+/// grant, so this installs it under a name of its own: a binding naming anyone else would
+/// leave the attacks to RBAC, which admits them.
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_charts_admission_policy_refuses_a_stolen_tokens_secrets_and_events() {
+    let cp = ControlPlane::shared();
+    let _one = one_policy_release_at_a_time();
+    let (release, ns, victim) = ("policy-ecr-refresh", "policy", "policy-victim");
+    let account = "policy-runner";
+    cp.create_namespace(victim);
+    let helm = Helm::against(cp);
+    helm.expect(
+        &[
+            "install",
+            release,
+            &chart_path(),
+            "-n",
+            ns,
+            "--create-namespace",
+        ],
+        Some(&json!({"secretName": "policy-pull", "serviceAccount": {"name": account}})),
+    );
+    let token = cp.kubeconfig_for_service_account(ns, account);
+    let denied =
+        format!("ValidatingAdmissionPolicy '{release}' with binding '{release}' denied request");
+    let pull_secret = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "ecr-refresh"}},
+               "type": "kubernetes.io/dockerconfigjson",
+               "data": {".dockerconfigjson": b64(r#"{"auths":{}}"#)}})
+    };
+    // (what, the resource kubectl deletes an admitted one as, its body, the denial).
+    let attacks = [
+        (
+            "a service-account-token Secret under our name",
+            "secret",
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "policy-pull",
+                                "annotations": {"kubernetes.io/service-account.name": "default"}},
+                   "type": "kubernetes.io/service-account-token"}),
+            "may only create Secrets of type kubernetes.io/dockerconfigjson",
+        ),
+        (
+            "a pull Secret under another name",
+            "secret",
+            pull_secret("argocd-repo-creds"),
+            "may only write the Secret named policy-pull",
+        ),
+        (
+            "a Warning Event regarding another Secret",
+            "events.events.k8s.io",
+            warning_event(victim, "argocd-repo-creds.1", "argocd-repo-creds"),
+            "may only write Events regarding its Secret policy-pull",
+        ),
+    ];
+    for (what, resource, body, message) in attacks {
+        // A new policy takes a moment to be enforced: until then an attack gets through, and
+        // is undone and tried again.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = create_as(cp, &token, victim, &body);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !out.status.success() {
+                assert!(
+                    stderr.contains(&denied) && stderr.contains(message),
+                    "{what}: refused, but not by the chart's policy: {stderr}"
+                );
+                break;
+            }
+            let name = body["metadata"]["name"].as_str().unwrap();
+            cp.kubectl_run(&["delete", resource, name, "-n", victim]);
+            assert!(
+                Instant::now() < deadline,
+                "{what}: still admitted 30 s after the policy was installed"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    // What a run does is admitted: the policy refuses the attack, not the ServiceAccount.
+    let ours = [
+        ("our own Secret", pull_secret("policy-pull")),
+        (
+            "a Warning Event regarding our Secret",
+            warning_event(victim, "policy-pull.1", "policy-pull"),
+        ),
+    ];
+    for (what, body) in ours {
+        let out = create_as(cp, &token, victim, &body);
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    helm.expect(&["uninstall", release, "-n", ns], None);
+}
+
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn a_run_as_the_charts_service_account_writes_the_secrets_and_the_pull_secret_entries() {
+    let cp = ControlPlane::shared();
+    let _one = one_policy_release_at_a_time();
+    let (release, ns) = ("run-ecr-refresh", "run");
+    let targets = ["run-a", "run-b"];
+    for target in targets {
+        cp.create_namespace(target);
+        // No controller-manager here to make the `default` ServiceAccount.
+        cp.kubectl_run(&["create", "serviceaccount", "default", "-n", target]);
+    }
+    let helm = Helm::against(cp);
+    helm.expect(
+        &[
+            "install",
+            release,
+            &chart_path(),
+            "-n",
+            ns,
+            "--create-namespace",
+        ],
+        Some(&json!({"namespaces": targets, "serviceAccounts": ["default"]})),
+    );
+    let cronjob = get(cp, "cronjob", Some(ns), release).expect("the CronJob");
+    let kubeconfig = cp.kubeconfig_for_service_account(ns, release);
+    let ecr = FakeEcr::start();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+
+    // The CronJob's environment, with the fakes' endpoints and keys, JSON logs and a
+    // termination log of our own.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ecr-refresh"));
+    command.env_clear().env("HOME", dir.path());
+    for (name, value) in env_of(&cronjob) {
+        command.env(name, value);
+    }
+    let out = command
+        .env("KUBECONFIG", &kubeconfig)
+        .env("AWS_ENDPOINT_URL_ECR", ecr.url())
+        .env("AWS_ACCESS_KEY_ID", "AKIDFAKE")
+        .env("AWS_SECRET_ACCESS_KEY", "fake-secret")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("ECR_REFRESH_REGISTRIES", REGISTRY)
+        .env("ECR_REFRESH_LOG_FORMAT", "json")
+        .env(
+            "ECR_REFRESH_TERMINATION_LOG",
+            dir.path().join("termination-log"),
+        )
+        .output()
+        .expect("ecr-refresh runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the run as the chart's ServiceAccount:\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for target in targets {
+        let secret = get(cp, "secret", Some(target), "aws-ecr-token").expect("the Secret");
+        assert_eq!(secret["type"], "kubernetes.io/dockerconfigjson");
+        assert!(
+            docker_config(&secret)["auths"][REGISTRY].is_object(),
+            "{target}: {secret}"
+        );
+        let account = get(cp, "serviceaccount", Some(target), "default").expect("default");
+        assert_eq!(
+            account["imagePullSecrets"],
+            json!([{"name": "aws-ecr-token"}]),
+            "{target}"
+        );
+    }
+    helm.expect(&["uninstall", release, "-n", ns], None);
+}

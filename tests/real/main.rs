@@ -1,0 +1,24 @@
+//! The real tier: the binary, kubectl and Helm against a real kube-apiserver and etcd
+//! (tests/control-plane, from `KUBEBUILDER_ASSETS`). Every test here needs a tool, so each
+//! is `#[ignore]`d, naming it; `bash .ci/test` runs them. tests/README.md lists every
+//! module with its backend and tools, and which control plane each test uses.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/real_scale.rs"]
+mod real_scale;
+
+// While ecr-refresh rewrites a Secret, no reader finds it missing; with delete-and-create one does.
+mod absence;
+// The admission attacks refused by the real RBAC and the real CEL policy.
+mod admission;
+// The Helm chart: renders as the kustomize manifests, installs, upgrades, holds and runs.
+mod chart;
+// `ecr-refresh check` as the ServiceAccount, under the manifests' RBAC.
+mod check;
+// manifests/ installed as shipped with `kubectl apply -k`, type-checked by the server.
+mod manifests;
+// kube-apiserver and etcd restarted in the middle of a 500-namespace run.
+mod restarts;
+// The binary as the ServiceAccount, under the manifests' RBAC and policy.
+mod runs;

@@ -1,0 +1,191 @@
+//! The manifests installed on a real kube-apiserver (tests/control-plane): manifests/ and
+//! manifests/namespaced/, each as shipped and with the service-accounts component (the
+//! combinations .ci/validate-manifests renders), as the admin with `kubectl apply -k` of the
+//! control plane's kubectl and of the one on PATH (on CI's machine /usr/bin/kubectl, 1.32,
+//! kustomize v5.5; the control plane's own where none is installed). Every
+//! object is created, and the server's type check of the admission policy finds nothing.
+//!
+//! The policy's type check is kube-controller-manager's
+//! (validatingadmissionpolicy-status-controller), which runs for this test alone.
+//!
+//! One control plane: between installs everything is removed again, the namespace by hand
+//! (no kube-controller-manager runs to finalize it).
+//!
+//! Not installed: components/monitoring, whose PrometheusRule needs the Prometheus
+//! Operator's CRD (its alerts are tested by .ci/check-alerts).
+
+use crate::common;
+
+use std::path::PathBuf;
+
+use common::manifests::{copy, yaml};
+use common::real::{admin, checked_policy, eventually, install, kubectl, kubectl_on_path, ok};
+use control_plane::ControlPlane;
+use serde_json::Value;
+
+/// Everything `rendered` made gone again: the objects, then namespace ecr-refresh, deleted
+/// and finalized by hand as the namespace controller would once it is empty.
+fn uninstall(cp: &ControlPlane, rendered: &[Value]) {
+    let (namespaces, others): (Vec<Value>, Vec<Value>) = rendered
+        .iter()
+        .cloned()
+        .partition(|d| d["kind"] == "Namespace");
+    admin(cp, &["delete", "-f", "-", "--wait=true"], &yaml(&others));
+    for namespace in &namespaces {
+        let name = namespace["metadata"]["name"].as_str().unwrap();
+        admin(cp, &["delete", "namespace", name, "--wait=false"], "");
+        let mut found: Value =
+            serde_json::from_str(&admin(cp, &["get", "namespace", name, "-o", "json"], ""))
+                .unwrap();
+        found["spec"]["finalizers"] = Value::Array(vec![]);
+        admin(
+            cp,
+            &[
+                "replace",
+                "--raw",
+                &format!("/api/v1/namespaces/{name}/finalize"),
+                "-f",
+                "-",
+            ],
+            &found.to_string(),
+        );
+    }
+    eventually("the install removed", || {
+        let left = admin(
+            cp,
+            &["get", "-f", "-", "--ignore-not-found", "-o", "name"],
+            &yaml(rendered),
+        );
+        if left.trim().is_empty() {
+            Ok(())
+        } else {
+            Err(left)
+        }
+    });
+}
+
+fn service_account_rule(role: &Value) -> bool {
+    role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["resources"] == serde_json::json!(["serviceaccounts"]))
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn every_variant_is_installed_by_both_kubectls_and_the_policy_type_checks_without_warnings() {
+    // Its own: it installs and removes the shipped names, which tests/real/runs.rs keeps.
+    let cp = &ControlPlane::start();
+    // kube-apiserver never fills in a policy's status: this controller does.
+    cp.start_policy_status_controller();
+    // The namespaced variant's target namespaces are the cluster owner's: they exist first.
+    cp.create_namespace("team-a");
+    cp.create_namespace("team-b");
+    let manifests = copy();
+    let root = manifests.path().join("manifests");
+    let built = cp.assets().join("kubectl");
+    let mut kubectls: Vec<PathBuf> = vec![built.clone()];
+    let on_path = kubectl_on_path().expect("a kubectl on PATH (.ci/test puts the built one there)");
+    let same = |a: &PathBuf, b: &PathBuf| a.canonicalize().ok() == b.canonicalize().ok();
+    if same(&on_path, &built) {
+        println!(
+            "the kubectl on PATH is the control plane's own ({}): no other installed",
+            on_path.display()
+        );
+    } else {
+        kubectls.push(on_path);
+    }
+    for program in &kubectls {
+        let version = ok(
+            kubectl(cp, program, cp.admin_kubeconfig()).args(["version", "--client", "-o", "json"]),
+            "",
+        );
+        let version: Value = serde_json::from_str(&version).unwrap();
+        println!(
+            "{}: kubectl {}, kustomize {}; server {}",
+            program.display(),
+            version["clientVersion"]["gitVersion"],
+            version["kustomizeVersion"],
+            cp.version()
+        );
+        for (variant, with_service_accounts) in [
+            ("", false),
+            ("", true),
+            ("namespaced", false),
+            ("namespaced", true),
+        ] {
+            let what = format!(
+                "{} {variant:?} with_service_accounts={with_service_accounts}",
+                program.display()
+            );
+            let rendered = install(cp, program, &root, variant, with_service_accounts);
+            // What the server stored is what was rendered.
+            let stored = admin(cp, &["get", "-f", "-", "-o", "json"], &yaml(&rendered));
+            let stored: Value = serde_json::from_str(&stored).unwrap();
+            let stored = stored["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_else(|| vec![stored]);
+            assert_eq!(stored.len(), rendered.len(), "{what}");
+            // The run's rights in its target namespaces; not the grant that puts it under
+            // the admission policy, nor the namespaced variant's Role for the summary Event.
+            let roles: Vec<&Value> = stored
+                .iter()
+                .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+                .filter(|d| d["metadata"]["name"] == "ecr-refresh")
+                .collect();
+            assert_eq!(
+                roles.len(),
+                if variant.is_empty() { 1 } else { 2 },
+                "{what}"
+            );
+            for role in roles {
+                assert_eq!(
+                    service_account_rule(role),
+                    with_service_accounts,
+                    "{what}: {role}"
+                );
+            }
+
+            let policy = checked_policy(cp, "ecr-refresh");
+            let warnings = &policy["status"]["typeChecking"]["expressionWarnings"];
+            assert!(
+                warnings.is_null() || warnings.as_array().is_some_and(|w| w.is_empty()),
+                "{what}: the server's type check warns: {warnings:#}"
+            );
+            assert!(
+                policy["status"]["conditions"]
+                    .as_array()
+                    .is_none_or(|c| c.iter().all(|c| c["status"] != "False")),
+                "{what}: {:#}",
+                policy["status"]
+            );
+            uninstall(cp, &rendered);
+        }
+    }
+
+    // The check can fail: a policy reading a field Secrets don't have gets its warning.
+    let probe = serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": { "name": "type-check-probe" },
+        "spec": {
+            "matchConstraints": { "resourceRules": [{ "apiGroups": [""], "apiVersions": ["v1"],
+                "resources": ["secrets"], "operations": ["CREATE"] }] },
+            "validations": [{ "expression": "object.spec.replicas > 0" }]
+        }
+    });
+    admin(cp, &["create", "-f", "-"], &probe.to_string());
+    let checked = checked_policy(cp, "type-check-probe");
+    let warnings = checked["status"]["typeChecking"]["expressionWarnings"].to_string();
+    assert!(
+        warnings.contains("undefined field 'spec'"),
+        "{:#}",
+        checked["status"]
+    );
+    admin(
+        cp,
+        &["delete", "validatingadmissionpolicy", "type-check-probe"],
+        "",
+    );
+}

@@ -1,0 +1,555 @@
+//! The built binary against a real kube-apiserver (tests/control-plane), as ecr-refresh's
+//! ServiceAccount with a TokenRequest token, under the RBAC and admission policy of the
+//! manifests installed by `kubectl apply -k`: the scenarios of tests/fake/refresh.rs that depend
+//! on what the server does, answered by the real one. ECR stays the fake.
+//!
+//! The runs go through a recording proxy (tests/common/proxy.rs), which also makes the
+//! in-flight delete: the Secret deleted right after the server answered our GET.
+//!
+//! One control plane for the file, with manifests/ and the service-accounts component
+//! installed; each test uses namespaces of its own and names them (ECR_REFRESH_NAMESPACES),
+//! and the tests run one at a time, so that the server's request counters are a test's own.
+//! The namespaced install has a control plane of its own (its Roles would be moot beside
+//! the ClusterRole).
+
+use crate::common;
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use common::manifests::{copy, cronjob_env};
+use common::real::{
+    RealHarness, admin, create, get, install, namespaces, wait_until_enforced, write_requests,
+};
+use common::*;
+use control_plane::ControlPlane;
+use serde_json::{Value, json};
+
+/// One test at a time: the write counters of /metrics are the test's own.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// This module's shared control plane (the chart's releases hold the same Secret name, so
+/// they get the binary's other one) with manifests/ and the service-accounts component installed
+/// and in force; the CronJob's environment.
+fn installed() -> (&'static ControlPlane, &'static [(String, String)]) {
+    static ENV: OnceLock<Vec<(String, String)>> = OnceLock::new();
+    let cp = ControlPlane::shared_by("runs");
+    let env = ENV.get_or_init(|| {
+        let manifests = copy();
+        let root = manifests.path().join("manifests");
+        let rendered = install(cp, &cp.assets().join("kubectl"), &root, "", true);
+        wait_until_enforced(cp, "default");
+        cronjob_env(&common::manifests::yaml(&rendered))
+    });
+    (cp, env)
+}
+
+/// The CronJob's environment with the namespaces replaced by `namespaces`, and `extra`.
+fn env<'a>(
+    shipped: &'a [(String, String)],
+    namespaces: &'a str,
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut env: Vec<(&str, &str)> = shipped
+        .iter()
+        .filter(|(k, _)| k != "ECR_REFRESH_NAMESPACES")
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    env.push(("ECR_REFRESH_NAMESPACES", namespaces));
+    env.extend_from_slice(extra);
+    env
+}
+
+fn data_text(secret: &Value) -> String {
+    String::from_utf8(docker_config_bytes(secret)).expect("UTF-8")
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn a_first_run_creates_in_fresh_namespaces_and_a_second_keeps_every_uid() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    namespaces(cp, &["fresh-a", "fresh-b"]);
+    let h = RealHarness::new(cp);
+
+    let first = h.run(&env(shipped, "fresh-*", &[]));
+    first.expect_code(0);
+    let uids: Vec<String> = ["fresh-a", "fresh-b"]
+        .iter()
+        .map(|ns| {
+            assert_eq!(first.outcome(ns), "created", "{}", first.stdout);
+            let secret = h.secret(ns).expect("created");
+            assert_eq!(secret["type"], "kubernetes.io/dockerconfigjson");
+            assert!(
+                h.ecr
+                    .passwords_issued()
+                    .contains(&password(&secret, REGISTRY))
+            );
+            uid(&secret)
+        })
+        .collect();
+
+    // 12h or more rewrites every Secret.
+    let second = h.run(&env(
+        shipped,
+        "fresh-*",
+        &[("ECR_REFRESH_RENEW_BEFORE", "12h")],
+    ));
+    second.expect_code(0);
+    for (ns, before) in ["fresh-a", "fresh-b"].iter().zip(&uids) {
+        assert_eq!(second.outcome(ns), "updated", "{}", second.stdout);
+        assert_eq!(
+            &uid(&h.secret(ns).unwrap()),
+            before,
+            "{ns}: updated in place"
+        );
+    }
+    assert_eq!(h.ecr.passwords_issued().len(), 2, "one token per run");
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn with_nothing_due_a_run_writes_nothing() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    namespaces(cp, &["idle-a", "idle-b"]);
+    let h = RealHarness::new(cp);
+    h.run(&env(shipped, "idle-a,idle-b", &[])).expect_code(0);
+    let stored: Vec<Value> = ["idle-a", "idle-b"]
+        .iter()
+        .map(|ns| h.secret(ns).unwrap())
+        .collect();
+    let writes_before = h.proxy.writes().len();
+    let calls_before = h.ecr.calls().len();
+    let counted_before = write_requests(cp, &["secrets", "serviceaccounts", "events"]);
+    assert!(counted_before > 0, "the first run's writes are counted");
+
+    let run = h.run(&env(
+        shipped,
+        "idle-a,idle-b",
+        &[("ECR_REFRESH_RENEW_BEFORE", "8h")],
+    ));
+
+    run.expect_code(0);
+    let counted = write_requests(cp, &["secrets", "serviceaccounts", "events"]) - counted_before;
+    assert_eq!(counted, 0, "the server counted writes: {}", run.stdout);
+    assert_eq!(h.proxy.writes().len(), writes_before, "no write request");
+    assert_eq!(h.ecr.calls().len(), calls_before, "no ECR call");
+    for (ns, before) in ["idle-a", "idle-b"].iter().zip(&stored) {
+        assert_eq!(run.outcome(ns), "fresh");
+        let now = h.secret(ns).unwrap();
+        assert_eq!(
+            now["metadata"]["resourceVersion"],
+            before["metadata"]["resourceVersion"]
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn a_secret_from_the_kubectl_loop_is_adopted_in_place_without_its_last_applied_copy() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    namespaces(cp, &["legacy"]);
+    let made = admin(
+        cp,
+        &[
+            "create",
+            "secret",
+            "docker-registry",
+            SECRET,
+            "-n",
+            "legacy",
+            &format!("--docker-server=https://{REGISTRY}"),
+            "--docker-username=AWS",
+            "--docker-password=OLD-PASSWORD",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ],
+        "",
+    );
+    admin(cp, &["apply", "-f", "-"], &made);
+    let h = RealHarness::new(cp);
+    let old = h.secret("legacy").unwrap();
+    assert!(
+        old["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .is_some_and(
+                |a| a.contains(&b64(&String::from_utf8(docker_config_bytes(&old)).unwrap()))
+            ),
+        "kubectl's copy of the old password: {old}"
+    );
+
+    let run = h.run(&env(shipped, "legacy", &[]));
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("legacy"), "updated", "{}", run.stdout);
+    let secret = h.secret("legacy").unwrap();
+    assert_eq!(uid(&secret), uid(&old), "adopted in place");
+    assert!(
+        secret["metadata"]["annotations"]
+            .get("kubectl.kubernetes.io/last-applied-configuration")
+            .is_none(),
+        "{secret}"
+    );
+    assert!(!data_text(&secret).contains("OLD-PASSWORD"));
+    assert!(!secret.to_string().contains(&b64("AWS:OLD-PASSWORD")));
+    // The removal was the JSON patch, admitted by the policy.
+    assert!(
+        h.proxy.exchanges().iter().any(|e| e.method == "PATCH"
+            && e.content_type.as_deref() == Some("application/json-patch+json")
+            && e.status == 200),
+        "the last-applied removal"
+    );
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn others_entries_labels_annotations_and_data_keys_stay() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    namespaces(cp, &["shared"]);
+    let foreign = r#"{"auth":"dXNlcjpwYXNz",  "email" : "ci@example.com"}"#;
+    let value = format!(r#"{{"auths":{{"ghcr.io":{foreign},"{REGISTRY}":{{"auth":"b2xk"}}}}}}"#);
+    create(
+        cp,
+        &[json!({ "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": SECRET, "namespace": "shared",
+                "labels": { "team": "a" }, "annotations": { "team.example.com/owner": "alice" } },
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": { ".dockerconfigjson": b64(&value), "extra": b64("keep me") } })],
+    );
+    let h = RealHarness::new(cp);
+
+    let run = h.run(&env(shipped, "shared", &[]));
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("shared"), "updated", "{}", run.stdout);
+    assert_eq!(run.line("shared")["kept_entries"], 1);
+    let secret = h.secret("shared").unwrap();
+    assert!(
+        data_text(&secret).contains(&format!(r#""ghcr.io":{foreign}"#)),
+        "{secret}"
+    );
+    assert_ne!(password(&secret, REGISTRY), "old");
+    assert_eq!(secret["data"]["extra"], b64("keep me"));
+    assert_eq!(secret["metadata"]["labels"]["team"], "a");
+    assert_eq!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "ecr-refresh"
+    );
+    assert_eq!(
+        secret["metadata"]["annotations"]["team.example.com/owner"],
+        "alice"
+    );
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn a_terminating_namespace_is_skipped_listed_or_named() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    namespaces(cp, &["term-going", "term-live"]);
+    create(
+        cp,
+        &[json!({ "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": "held", "namespace": "term-going" } })],
+    );
+    // No kube-controller-manager: the namespace stays Terminating.
+    admin(
+        cp,
+        &["delete", "namespace", "term-going", "--wait=false"],
+        "",
+    );
+    let going = get(cp, "namespace", "", "term-going").unwrap();
+    assert_eq!(going["status"]["phase"], "Terminating");
+    let h = RealHarness::new(cp);
+
+    let listed = h.run(&env(shipped, "term-*", &[]));
+    let named = h.run(&env(shipped, "term-going", &[]));
+
+    listed.expect_code(0);
+    named.expect_code(0);
+    for run in [&listed, &named] {
+        assert_eq!(run.outcome("term-going"), "skipped", "{}", run.stdout);
+        assert_eq!(run.line("term-going")["reason"], "namespace is terminating");
+    }
+    assert_eq!(listed.outcome("term-live"), "created");
+    assert!(h.secret("term-going").is_none());
+    // Named, the real server's refusal of the create is what tells.
+    let refusal = h
+        .proxy
+        .exchanges()
+        .into_iter()
+        .find(|e| e.method == "POST" && e.path == "/api/v1/namespaces/term-going/secrets")
+        .expect("the create in the terminating namespace");
+    assert_eq!(refusal.status, 403, "{}", refusal.response_body);
+    println!("the real server's refusal: {}", refusal.response_body);
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_service_accounts_component_appends_the_secret_to_default() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    assert!(
+        shipped
+            .iter()
+            .any(|(k, v)| k == "ECR_REFRESH_SERVICE_ACCOUNTS" && v == "default"),
+        "{shipped:?}"
+    );
+    namespaces(cp, &["accounts-a", "accounts-b"]);
+    let h = RealHarness::new(cp);
+
+    let first = h.run(&env(shipped, "accounts-*", &[]));
+    let second = h.run(&env(
+        shipped,
+        "accounts-*",
+        &[("ECR_REFRESH_RENEW_BEFORE", "12h")],
+    ));
+
+    first.expect_code(0);
+    second.expect_code(0);
+    for ns in ["accounts-a", "accounts-b"] {
+        let account = get(cp, "serviceaccount", ns, "default").unwrap();
+        assert_eq!(
+            account["imagePullSecrets"],
+            json!([{ "name": "team-creds" }, { "name": SECRET }]),
+            "{ns}: appended once, the team's entry kept"
+        );
+    }
+    let patches: Vec<u16> = h
+        .proxy
+        .exchanges()
+        .into_iter()
+        .filter(|e| e.method == "PATCH" && e.path.ends_with("/serviceaccounts/default"))
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(patches, [200, 200], "one patch per namespace, admitted");
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn a_dry_run_stores_nothing() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    namespaces(cp, &["dry-fresh", "dry-stored"]);
+    let h = RealHarness::new(cp);
+    h.run(&env(shipped, "dry-stored", &[])).expect_code(0);
+    let stored = h.secret("dry-stored").unwrap();
+    let account = get(cp, "serviceaccount", "dry-fresh", "default").unwrap();
+
+    let run = h.run(&env(
+        shipped,
+        "dry-*",
+        &[
+            ("ECR_REFRESH_DRY_RUN", "true"),
+            ("ECR_REFRESH_RENEW_BEFORE", "12h"),
+        ],
+    ));
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("dry-fresh"), "would-create", "{}", run.stdout);
+    assert_eq!(run.outcome("dry-stored"), "would-update");
+    assert!(h.secret("dry-fresh").is_none());
+    assert_eq!(
+        h.secret("dry-stored").unwrap()["metadata"]["resourceVersion"],
+        stored["metadata"]["resourceVersion"]
+    );
+    assert_eq!(
+        get(cp, "serviceaccount", "dry-fresh", "default").unwrap()["metadata"]["resourceVersion"],
+        account["metadata"]["resourceVersion"]
+    );
+    let dry: Vec<(String, String, u16)> = h
+        .proxy
+        .writes()
+        .into_iter()
+        .filter(|e| e.query.contains("dryRun=All"))
+        .map(|e| (e.method, e.path, e.status))
+        .collect();
+    assert!(
+        dry.iter()
+            .any(|(m, p, s)| m == "POST" && p.ends_with("/dry-fresh/secrets") && *s == 201),
+        "{dry:?}"
+    );
+    assert!(
+        dry.iter().any(|(m, _, s)| m == "PATCH" && *s == 200),
+        "{dry:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn an_opaque_secret_under_our_name_fails_with_a_warning_event_kubectl_shows() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    namespaces(cp, &["opaque-a", "opaque-b"]);
+    create(
+        cp,
+        &[json!({ "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": SECRET, "namespace": "opaque-a" },
+            "type": "Opaque", "data": { "token": b64("someone else's") } })],
+    );
+    let h = RealHarness::new(cp);
+    let before = h.secret("opaque-a").unwrap();
+
+    let run = h.run(&env(shipped, "opaque-*", &[]));
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("opaque-a"), "failed", "{}", run.stdout);
+    assert_eq!(run.outcome("opaque-b"), "created");
+    let after = h.secret("opaque-a").unwrap();
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    let table = admin(cp, &["get", "events", "-n", "opaque-a"], "");
+    assert!(
+        table.contains("Warning") && table.contains("WrongSecretType"),
+        "{table}"
+    );
+    let events: Value = serde_json::from_str(&admin(
+        cp,
+        &["get", "events", "-n", "opaque-a", "-o", "json"],
+        "",
+    ))
+    .unwrap();
+    let events = events["items"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "Warning");
+    assert_eq!(events[0]["involvedObject"]["uid"], uid(&before));
+    assert!(
+        events[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("type Opaque"),
+        "{events:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn a_secret_deleted_right_after_our_read_is_recreated_fresh_without_the_deleted_data() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    namespaces(cp, &["inflight"]);
+    create(
+        cp,
+        &[json!({ "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": SECRET, "namespace": "inflight" },
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": { ".dockerconfigjson": b64(r#"{"auths":{"ghcr.io":{"auth":"b2xkOnNlY3JldA=="}}}"#) } })],
+    );
+    let h = RealHarness::new(cp);
+    let old = h.secret("inflight").unwrap();
+    let path = format!("/api/v1/namespaces/inflight/secrets/{SECRET}");
+    h.proxy.after_answer_to("GET", &path, move || {
+        admin(
+            cp,
+            &["delete", "secret", SECRET, "-n", "inflight", "--wait=true"],
+            "",
+        );
+    });
+
+    let run = h.run(&env(shipped, "inflight", &[]));
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("inflight"), "recreated", "{}", run.stdout);
+    let secret = h.secret("inflight").expect("created fresh");
+    assert_ne!(uid(&secret), uid(&old));
+    assert_eq!(run.line("inflight")["uid_before"], uid(&old));
+    assert_eq!(run.line("inflight")["uid_after"], uid(&secret));
+    let auths = docker_config(&secret)["auths"].clone();
+    assert!(
+        auths.get("ghcr.io").is_none(),
+        "nothing of the deleted object: {auths}"
+    );
+    assert!(
+        h.ecr
+            .passwords_issued()
+            .contains(&password(&secret, REGISTRY))
+    );
+    let exchanges: Vec<_> = h
+        .proxy
+        .exchanges()
+        .into_iter()
+        .filter(|e| e.path.ends_with(SECRET) || e.path.ends_with("/secrets"))
+        .collect();
+    let statuses: Vec<(&str, u16)> = exchanges
+        .iter()
+        .map(|e| (e.method.as_str(), e.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        [("GET", 200), ("PATCH", 409), ("GET", 404), ("POST", 201)]
+    );
+    // The real server's answer to the apply naming the deleted uid.
+    let conflict: Value = serde_json::from_str(&exchanges[1].response_body).unwrap();
+    println!("the real server's 409: {conflict}");
+    assert_eq!(conflict["reason"], "Conflict");
+    assert_eq!(conflict["code"], 409);
+    assert_eq!(
+        conflict["message"],
+        format!(
+            "Operation cannot be fulfilled on secrets \"{SECRET}\": uid mismatch: the provided \
+             object specified uid {}, and no existing object was found",
+            uid(&old)
+        )
+    );
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
+    let _serial = serial();
+    let cp = ControlPlane::start();
+    namespaces(&cp, &["team-a", "team-b", "team-c"]);
+    let manifests = copy();
+    let root = manifests.path().join("manifests");
+    let rendered = install(&cp, &cp.assets().join("kubectl"), &root, "namespaced", true);
+    wait_until_enforced(&cp, "team-a");
+    let shipped = cronjob_env(&common::manifests::yaml(&rendered));
+    let shipped_env = common::manifests::as_env(&shipped);
+    assert!(shipped_env.contains(&("ECR_REFRESH_NAMESPACES", "team-a,team-b")));
+    let h = RealHarness::new(&cp);
+
+    let run = h.run(&shipped_env);
+    let wider = h.run(&env(
+        &shipped,
+        "team-a,team-b,team-c",
+        &[("ECR_REFRESH_RENEW_BEFORE", "8h")],
+    ));
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("team-a"), "created", "{}", run.stdout);
+    assert_eq!(run.outcome("team-b"), "created");
+    for ns in ["team-a", "team-b"] {
+        assert_eq!(
+            get(&cp, "serviceaccount", ns, "default").unwrap()["imagePullSecrets"],
+            json!([{ "name": "team-creds" }, { "name": SECRET }])
+        );
+    }
+    // No namespace list: the Roles don't allow one.
+    assert!(
+        h.proxy
+            .exchanges()
+            .iter()
+            .all(|e| e.path != "/api/v1/namespaces")
+    );
+    // A namespace without a Role is refused by the real RBAC, and only it fails.
+    wider.expect_code(1);
+    assert_eq!(wider.outcome("team-a"), "fresh");
+    assert_eq!(wider.outcome("team-c"), "failed", "{}", wider.stdout);
+    assert!(h.secret("team-c").is_none());
+    let refused = h
+        .proxy
+        .exchanges()
+        .into_iter()
+        .find(|e| e.path.starts_with("/api/v1/namespaces/team-c/"))
+        .unwrap();
+    assert_eq!(refused.status, 403, "{}", refused.response_body);
+    println!("the real RBAC's refusal: {}", refused.response_body);
+}
