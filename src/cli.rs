@@ -93,7 +93,7 @@ pub const OTHER_VARIABLES: &[(&str, &str)] = &[
 ];
 
 /// What each exit code means: `--help` prints it, and README's exit-code table must say the
-/// same (tests/cli.rs).
+/// same (tests/fake/cli.rs).
 pub const EXIT_CODES: &[(u8, &str)] = &[
     (
         exit::OK,

@@ -4,7 +4,7 @@
 //! embeds it in each service crate's private `endpoint_lib` and exposes only the resolver
 //! built on it (`aws_sdk_ecr::config::endpoint::DefaultResolver`), which answers API endpoints,
 //! not partitions. So `partitions.json` beside this file is a copy of it, from [`SOURCE`];
-//! tests/partitions.rs fails when the SDK in Cargo.lock embeds other data, and checks that for
+//! tests/fake/partitions.rs fails when the SDK in Cargo.lock embeds other data, and checks that for
 //! every partition the SDK's resolver puts ECR's endpoints under the suffixes read here.
 //!
 //! Resolution follows the SDK's `PartitionResolver` exactly: a region listed by a partition,

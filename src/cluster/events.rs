@@ -36,7 +36,7 @@ pub const LIMIT: usize = 100;
 pub const MORE_FAILED: &str = "MoreNamespacesFailed";
 /// How long the summary may take. It is sent after the last namespace, so after the stop's
 /// grace at worst: with the grace and the metrics push, what a try can last past
-/// ECR_REFRESH_TIMEOUT (tests/manifests.rs adds them up against activeDeadlineSeconds).
+/// ECR_REFRESH_TIMEOUT (tests/fake/manifests.rs adds them up against activeDeadlineSeconds).
 pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The API server refuses a longer note (pkg/apis/core/validation/events.go: NoteLengthLimit).
 const NOTE_LIMIT: usize = 1024;
@@ -252,7 +252,7 @@ impl Events {
 
 /// Whether a 403 came from an admission policy rather than RBAC. kube-apiserver 1.37 words a
 /// policy's denial `<kind> "<name>" is forbidden: ValidatingAdmissionPolicy '<name>' with
-/// binding '<binding>' denied request: ...` (as tests/real_admission.rs sees it), and an RBAC
+/// binding '<binding>' denied request: ...` (as tests/real/admission.rs sees it), and an RBAC
 /// denial `... is forbidden: User "..." cannot create resource ...`.
 fn refused_by_admission_policy(error: &str) -> bool {
     error.contains("ValidatingAdmissionPolicy '") && error.contains("denied request")

@@ -10,7 +10,7 @@ pub struct Variable {
     /// What it does, in one line.
     pub meaning: &'static str,
     /// The values it takes, as its error says: `--help` prints it, and README's Configuration
-    /// table must carry it word for word (tests/cli.rs).
+    /// table must carry it word for word (tests/fake/cli.rs).
     pub accepted: &'static str,
 }
 

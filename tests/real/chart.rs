@@ -319,7 +319,7 @@ fn another_release_name_renames_every_object_and_the_policy_binding() {
 fn the_policy_holds_the_service_accounts_granted_subject_to_for_the_releases_secret_name_only() {
     // Two releases writing Secrets of different names: each policy asks `subject-to` for
     // its own name, and each release's ClusterRole grants only that one, so neither policy
-    // holds the other release's ServiceAccount (tests/real_admission.rs shows it on a real
+    // holds the other release's ServiceAccount (tests/real/admission.rs shows it on a real
     // server for two kustomize installs).
     for (release, fullname, secret) in [
         ("ecr-refresh", "ecr-refresh", "aws-ecr-token"),

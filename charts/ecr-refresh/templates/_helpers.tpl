@@ -33,7 +33,7 @@ a Job's name, as a label value, must fit in 63.
 
 {{/*
 Every object's labels. app.kubernetes.io/name is the one the kustomize manifests set too;
-the others are Helm's (tests/chart.rs leaves exactly these out when it compares).
+the others are Helm's (tests/real/chart.rs leaves exactly these out when it compares).
 */}}
 {{- define "ecr-refresh.labels" -}}
 helm.sh/chart: {{ include "ecr-refresh.chart" . }}
@@ -107,7 +107,7 @@ backoffLimit: {{ .Values.backoffLimit | int64 }}
 # left undone; then it may take 20 s for writes in flight, 5 s for the summary Event
 # and 5 s for the metrics push. Two tries: 2 x (180 + 20 + 5 + 5) + 10 s backoff =
 # 430 s, leaving 110 s for two pods to be scheduled, pull the image and start.
-# tests/manifests.rs checks this sum: raise the timeout only with this deadline.
+# tests/fake/manifests.rs checks this sum: raise the timeout only with this deadline.
 activeDeadlineSeconds: {{ .Values.activeDeadlineSeconds | int64 }}
 # A finished Job the limits above still keep goes after a day, with its pod and logs.
 ttlSecondsAfterFinished: {{ .Values.ttlSecondsAfterFinished | int64 }}
