@@ -122,10 +122,9 @@ impl AccountOutcome {
     }
 }
 
-/// Process exit codes.
+/// Process exit codes: one table for every mode and credential source (`--help` and the
+/// book's reference page print it from `cli::EXIT_CODES`).
 pub mod exit {
-    //! One table for every mode and credential source (README and `--help` print it from
-    //! `cli::EXIT_CODES`).
 
     /// All done.
     pub const OK: u8 = 0;

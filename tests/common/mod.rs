@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod attacks;
+pub mod docs;
 pub mod manifests;
 pub mod pods;
 pub mod proxy;

@@ -97,8 +97,8 @@ fn documents() -> Vec<PathBuf> {
         !files.is_empty(),
         "no YAML files found under manifests/: the scan would prove nothing"
     );
-    files.push(repo().join("README.md"));
     files.sort();
+    files.extend(common::docs::files());
     files
 }
 
@@ -136,14 +136,17 @@ fn the_base_cronjob_sets_every_variable_ecr_refresh_reads() {
 }
 
 #[test]
-fn the_readme_documents_every_variable_ecr_refresh_reads() {
-    let named = variables_in(&read(&repo().join("README.md")));
+fn the_docs_document_every_variable_ecr_refresh_reads() {
+    let named: std::collections::BTreeSet<String> = common::docs::texts()
+        .iter()
+        .flat_map(|(_, text)| variables_in(text))
+        .collect();
     let missing: Vec<_> = VARIABLES
         .iter()
         .map(|v| v.name)
         .filter(|v| !named.contains(*v))
         .collect();
-    assert!(missing.is_empty(), "README.md does not mention {missing:?}");
+    assert!(missing.is_empty(), "the docs do not mention {missing:?}");
 }
 
 #[test]
@@ -337,19 +340,19 @@ fn the_release_label_component_labels_the_rule_for_kube_prometheus_stack() {
     );
 }
 
-/// The overlay README's Install section shows, as written there, beside a copy of the
+/// The overlay the book's kustomize page shows, as written there, beside a copy of the
 /// repository named `ecr-refresh`: `kubectl kustomize` alone renders it (no standalone
 /// kustomize), with the image pinned to this version and the region and registries it sets;
 /// with its commented component lines taken in, and pointed at the namespaced variant, too.
 #[test]
 #[ignore = "needs kubectl (bash .ci/test)"]
-fn the_readmes_install_overlay_renders_with_kubectl_alone() {
-    let readme = read(&repo().join("README.md"));
-    let overlay = readme
+fn the_books_install_overlay_renders_with_kubectl_alone() {
+    let page = common::docs::page("install/kustomize.md");
+    let overlay = page
         .split_once("`ecr-refresh-install/kustomization.yaml`:\n\n```yaml\n")
         .and_then(|(_, rest)| rest.split_once("```\n"))
         .map(|(yaml, _)| yaml.to_owned())
-        .expect("README's Install section shows ecr-refresh-install/kustomization.yaml");
+        .expect("the book's kustomize page shows ecr-refresh-install/kustomization.yaml");
     let copy = common::manifests::copy();
     let clone = copy.path().join("ecr-refresh");
     fs::create_dir_all(&clone).expect("a directory for the clone");

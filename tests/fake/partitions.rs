@@ -10,7 +10,7 @@ use std::process::Command;
 use aws_sdk_ecr::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
 use common::*;
 use ecr_refresh::aws::partition::{Partitions, SDK_PARTITIONS_JSON};
-use ecr_refresh::aws::registry::{dual_stack_suffix, host_forms};
+use ecr_refresh::aws::registry::dual_stack_suffix;
 use serde_json::Value;
 
 const ACCOUNT: &str = "123456789012";
@@ -247,39 +247,6 @@ fn help_lists_every_partitions_registry_hosts() {
     }
 }
 
-/// README's Registry hosts table holds one row per partition of the data, as `host_forms` gives
-/// them, and no other.
-#[test]
-fn the_readme_table_lists_every_partition_from_the_same_data() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).expect("read README.md");
-    let section = readme
-        .split("\n### Registry hosts\n")
-        .nth(1)
-        .expect("README has a Registry hosts section");
-    let section = section.split("\n#").next().unwrap_or_default();
-    let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| `")).collect();
-    let expected: Vec<String> = host_forms(Partitions::sdk())
-        .into_iter()
-        .map(|f| {
-            format!(
-                "| `{}` | `{}` | `{}` | {} |",
-                f.partition,
-                f.region,
-                f.host,
-                f.dual_stack_host
-                    .map(|h| format!("`{h}`"))
-                    .unwrap_or_else(|| "none".to_owned())
-            )
-        })
-        .collect();
-    assert_eq!(rows, expected, "README's Registry hosts table, row by row");
-    assert!(
-        section.contains(ecr_refresh::aws::partition::SOURCE),
-        "README names where the data comes from: {}",
-        ecr_refresh::aws::partition::SOURCE
-    );
-}
-
 /// For every partition and every region it lists, the SDK's own ECR endpoint resolver puts
 /// ECR's API under the suffixes our data gives that region; the dual-stack registry suffix is
 /// the API's dual-stack suffix with `on.` for `api.`.
@@ -356,7 +323,7 @@ fn the_partition_data_is_the_one_the_sdk_in_cargo_lock_embeds() {
         sdk == ours,
         "{} embeds other partition data than src/partitions.json: copy the JSON of its \
          `new_from_json(b\"...\")` there (unescaped, pretty-printed) and name its version in \
-         partition::SOURCE and README's Registry hosts",
+         partition::SOURCE (the book's registry hosts page follows: UPDATE_DOCS=1)",
         source.display()
     );
 }

@@ -74,38 +74,39 @@ fn the_changelogs_top_section_is_this_version() {
 }
 
 #[test]
-fn the_readme_names_the_image_and_tag_of_this_version() {
-    let readme = read("README.md");
+fn the_docs_name_the_image_and_tag_of_this_version() {
     let mut seen = 0;
-    for (at, _) in readme.match_indices("ecr-refresh:") {
-        let before = &readme[..at];
-        // Image references only: `ghcr.io/ecr-refresh/ecr-refresh:TAG`, `REGISTRY/ecr-refresh:TAG`.
-        if !(before.ends_with('/')) {
-            continue;
+    for (file, doc) in common::docs::texts() {
+        for (at, _) in doc.match_indices("ecr-refresh:") {
+            let before = &doc[..at];
+            // Image references only: `ghcr.io/ecr-refresh/ecr-refresh:TAG`, `REGISTRY/ecr-refresh:TAG`.
+            if !(before.ends_with('/')) {
+                continue;
+            }
+            let tag: String = doc[at + "ecr-refresh:".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '.')
+                .collect();
+            if tag.starts_with(|c: char| c.is_ascii_digit()) {
+                assert_eq!(
+                    tag,
+                    VERSION,
+                    "{file}: ...{}",
+                    &doc[at.saturating_sub(40)..at + 20]
+                );
+                seen += 1;
+            }
         }
-        let tag: String = readme[at + "ecr-refresh:".len()..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '.')
-            .collect();
-        if tag.starts_with(|c: char| c.is_ascii_digit()) {
-            assert_eq!(
-                tag,
-                VERSION,
-                "README.md: ...{}",
-                &readme[at.saturating_sub(40)..at + 20]
-            );
-            seen += 1;
+        for (at, _) in doc.match_indices("refs/tags/v") {
+            let tag: String = doc[at + "refs/tags/v".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            // `refs/tags/v` alone is the regexp form, for any release.
+            if !tag.is_empty() {
+                assert_eq!(tag, VERSION, "{file}'s cosign identity");
+            }
         }
     }
-    assert!(seen > 0, "README.md names no versioned image");
-    for (at, _) in readme.match_indices("refs/tags/v") {
-        let tag: String = readme[at + "refs/tags/v".len()..]
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '.')
-            .collect();
-        // `refs/tags/v` alone is the regexp form, for any release.
-        if !tag.is_empty() {
-            assert_eq!(tag, VERSION, "README.md's cosign identity");
-        }
-    }
+    assert!(seen > 0, "the docs name no versioned image");
 }

@@ -1,0 +1,50 @@
+//! The documentation a user reads: README.md, the book's pages (docs/src) and CONTRIBUTING.md
+//! and RELEASING.md, for the tests that hold what they say to the code and the manifests.
+
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn markdown_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            markdown_under(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every documentation file, README.md first, then the others in path order.
+pub fn files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    markdown_under(&repo().join("docs/src"), &mut files);
+    files.push(repo().join("CONTRIBUTING.md"));
+    files.push(repo().join("RELEASING.md"));
+    files.sort();
+    files.insert(0, repo().join("README.md"));
+    files
+}
+
+/// One page of the book, by its path under docs/src.
+pub fn page(path: &str) -> String {
+    let file = repo().join("docs/src").join(path);
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
+/// Each documentation file with its text and its path from the repository's root.
+pub fn texts() -> Vec<(String, String)> {
+    files()
+        .into_iter()
+        .map(|f| {
+            let text =
+                std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let shown = f.strip_prefix(repo()).unwrap_or(&f).display().to_string();
+            (shown, text)
+        })
+        .collect()
+}
