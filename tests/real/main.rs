@@ -12,6 +12,8 @@ mod real_scale;
 mod absence;
 // The admission attacks refused by the real RBAC and the real CEL policy.
 mod admission;
+// Every `kubectl run` in the docs, accepted by the real server under restricted Pod Security.
+mod docs;
 // The Helm chart: renders as the kustomize manifests, installs, upgrades, holds and runs.
 mod chart;
 // `ecr-refresh check` as the ServiceAccount, under the manifests' RBAC.
