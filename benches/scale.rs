@@ -634,6 +634,7 @@ fn launcher(args: &[String]) {
 }
 
 /// Waits for our child `pid` and returns its wait status and resource usage.
+#[allow(unsafe_code)]
 fn wait4(pid: u32) -> (i32, libc::rusage) {
     let pid = libc::pid_t::try_from(pid).expect("a pid fits pid_t");
     let mut status = 0;

@@ -1,5 +1,5 @@
 //! The demo README's "Try it" starts with (`cargo run -p fake-cluster -- demo`), run here with
-//! this build's binary instead of the one it builds with the demo profile.
+//! this build's binary instead of the one it builds itself.
 
 use crate::common;
 

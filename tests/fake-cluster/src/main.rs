@@ -1,6 +1,6 @@
 //! `fake-cluster`: serves the fake Kubernetes API server and the fake ECR endpoint on
 //! 127.0.0.1 until killed, for trying ecr-refresh (or kubectl) by hand; or, with `demo`, runs
-//! ecr-refresh (built with Cargo.toml's `demo` profile) three times against them with the
+//! ecr-refresh (built with the dev profile, as `cargo test` builds it) three times against them with the
 //! shipped CronJob's settings and prints what each run did.
 //!
 //! Usage: fake-cluster [--namespaces N] [--port P] [--kubeconfig PATH] [--latency 5ms]
@@ -21,7 +21,7 @@ const USAGE: &str =
   --latency D        added latency per API request, e.g. 5ms, 1s (default 0)
   demo               run ecr-refresh three times against a few seeded namespaces with the
                      shipped CronJob's settings and print each run's outcomes, writes and
-                     ECR calls; builds the binary first (cargo build --profile demo)
+                     ECR calls; builds the binary first (cargo build -p ecr-refresh)
   --binary PATH      the ecr-refresh binary the demo runs instead";
 
 #[derive(Debug)]
@@ -101,20 +101,19 @@ fn parse_demo_args(mut args: impl Iterator<Item = String>) -> Result<Option<Path
     Ok(binary)
 }
 
-/// Builds ecr-refresh with Cargo.toml's `demo` profile (a no-op when it is up to date) and
-/// returns its path, as cargo reports it, so a custom target directory is found too.
+/// Builds ecr-refresh with the dev profile, as `cargo test` does (a no-op when it is up to
+/// date: the demo sends a dozen requests and needs no optimiser), and returns its path, as
+/// cargo reports it, so a custom target directory is found too.
 fn build_demo_binary() -> Result<PathBuf, String> {
     // `cargo run` tells the program which cargo ran it.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     // This crate lives in the workspace: build from there, wherever the command was started.
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    eprintln!("building ecr-refresh with the demo profile (a few minutes the first time)...");
+    eprintln!("building ecr-refresh (a few minutes the first time)...");
     let output = Command::new(&cargo)
         .current_dir(&workspace)
         .args([
             "build",
-            "--profile",
-            "demo",
             "-p",
             "ecr-refresh",
             "--bin",
@@ -125,7 +124,7 @@ fn build_demo_binary() -> Result<PathBuf, String> {
         .output()
         .map_err(|e| format!("could not run {}: {e}", Path::new(&cargo).display()))?;
     if !output.status.success() {
-        return Err("cargo build --profile demo -p ecr-refresh failed".into());
+        return Err("cargo build -p ecr-refresh failed".into());
     }
     String::from_utf8_lossy(&output.stdout)
         .lines()
