@@ -1,5 +1,5 @@
 //! A fake Kubernetes API server and a fake ECR endpoint that behave like the real ones
-//! (see ../shared/reference/kube-api.md), for ecr-refresh's tests.
+//! (tests/fake-cluster/REAL-SERVER.md: what the real server answers, with sources), for ecr-refresh's tests.
 //!
 //! Both serve plain HTTP on 127.0.0.1 from a background thread with its own tokio runtime,
 //! so tests drive them with a synchronous API and can run many side by side.

@@ -1,6 +1,6 @@
 //! The fake Kubernetes API server: plain HTTP on 127.0.0.1, serving namespaces, secrets
 //! and serviceaccounts of the core v1 API, and Events (core/v1 and events.k8s.io/v1, events.rs) the way the real kube-apiserver does for what
-//! ecr-refresh needs (see /work/shared/reference/kube-api.md).
+//! ecr-refresh needs (what the real server answers, and where the fake differs: REAL-SERVER.md and CONFORMANCE.md beside this crate).
 //!
 //! The server runs on a background thread with its own tokio runtime; its state sits
 //! behind one mutex that every request holds only while it reads or writes the store
