@@ -5,11 +5,13 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use aws_config::SdkConfig;
+use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_ecr::primitives::{DateTime, DateTimeFormat};
 use base64::Engine as _;
 use secrecy::SecretString;
 use tracing::{debug, warn};
 
+use crate::aws::credentials::{self, CredentialError};
 use crate::aws::registry::{NoDualStack, PUBLIC_REGION, RegistryHost};
 
 /// One registry's credentials, as they go into `auths`.
@@ -143,6 +145,9 @@ pub enum EcrError {
          ECR_REFRESH_REGISTRIES"
     )]
     NoRegion,
+    /// Before any ECR call: the credential source named, and what it was refused.
+    #[error("{0}")]
+    Credentials(#[from] CredentialError),
     #[error(
         "{api} failed: {message}; check that the credentials (IRSA role, EKS Pod Identity or keys) are \
          valid and allow {permissions}",
@@ -170,12 +175,19 @@ pub enum EcrError {
 /// Fetches one token per region of the configured private registries (or the default region's,
 /// for the caller's own registry, when none are configured), and one from ECR Public if
 /// `public.ecr.aws` or its twin is configured. With `dual_stack`, each token is also written under
-/// its registries' dual-stack hosts.
+/// its registries' dual-stack hosts. The credentials are resolved first, once: a failure there
+/// names its source, and every call signs with what it gave.
 pub async fn fetch(
     sdk: &SdkConfig,
     registries: &[RegistryHost],
     dual_stack: bool,
 ) -> Result<Tokens, EcrError> {
+    let resolved = credentials::resolve(sdk).await?;
+    debug!(source = %resolved.source, "AWS credentials resolved");
+    let sdk = &sdk
+        .to_builder()
+        .credentials_provider(SharedCredentialsProvider::new(resolved.credentials))
+        .build();
     if registries.is_empty() {
         let region = sdk.region().ok_or(EcrError::NoRegion)?.to_string();
         let mut token = get_token(sdk, &region, &[]).await?;
