@@ -517,47 +517,50 @@ mod real {
 
     /// The shared control plane with manifests/ installed, the CronJob's environment, and the
     /// issuer's two documents as the server serves them.
-    struct Installed {
-        cp: &'static ControlPlane,
+    struct Installed<'a> {
+        cp: &'a ControlPlane,
         env: Vec<(String, String)>,
         issuer: String,
         jwks: Value,
     }
 
-    fn installed() -> &'static Installed {
-        static INSTALLED: OnceLock<Installed> = OnceLock::new();
-        INSTALLED.get_or_init(|| {
-            let cp = ControlPlane::shared();
-            let manifests = copy();
-            let root = manifests.path().join("manifests");
-            let rendered = install(cp, &cp.assets().join("kubectl"), &root, "", false);
-            wait_until_enforced(cp, "default");
-            // The two documents AWS fetches from a cluster's issuer, as `kubectl get --raw`
-            // reads them.
-            let discovery: Value =
-                serde_json::from_str(&cp.get_raw("/.well-known/openid-configuration"))
-                    .expect("the discovery document is JSON");
-            let issuer = discovery["issuer"].as_str().expect("an issuer").to_owned();
-            assert_eq!(
-                discovery["jwks_uri"],
-                format!("{issuer}/openid/v1/jwks"),
-                "the keys are where the issuer says"
-            );
-            assert!(
-                discovery["id_token_signing_alg_values_supported"]
-                    .as_array()
-                    .is_some_and(|algs| algs.iter().any(|a| a == "ES256")),
-                "{discovery}"
-            );
-            let jwks: Value =
-                serde_json::from_str(&cp.get_raw("/openid/v1/jwks")).expect("the JWKS is JSON");
-            Installed {
-                cp,
-                env: cronjob_env(&common::manifests::yaml(&rendered)),
-                issuer,
-                jwks,
-            }
-        })
+    fn installed() -> &'static Installed<'static> {
+        static INSTALLED: OnceLock<Installed<'static>> = OnceLock::new();
+        INSTALLED.get_or_init(|| install_on(ControlPlane::shared()))
+    }
+
+    /// manifests/ installed on `cp` and in force, and the issuer's two documents read back.
+    fn install_on(cp: &ControlPlane) -> Installed<'_> {
+        let manifests = copy();
+        let root = manifests.path().join("manifests");
+        let rendered = install(cp, &cp.assets().join("kubectl"), &root, "", false);
+        wait_until_enforced(cp, "default");
+        // The two documents AWS fetches from a cluster's issuer, as `kubectl get --raw` reads
+        // them.
+        let discovery: Value =
+            serde_json::from_str(&cp.get_raw("/.well-known/openid-configuration"))
+                .expect("the discovery document is JSON");
+        let issuer = discovery["issuer"].as_str().expect("an issuer").to_owned();
+        assert!(
+            discovery["jwks_uri"]
+                .as_str()
+                .is_some_and(|uri| uri.ends_with("/openid/v1/jwks")),
+            "{discovery}"
+        );
+        assert!(
+            discovery["id_token_signing_alg_values_supported"]
+                .as_array()
+                .is_some_and(|algs| algs.iter().any(|a| a == "ES256")),
+            "{discovery}"
+        );
+        let jwks: Value =
+            serde_json::from_str(&cp.get_raw("/openid/v1/jwks")).expect("the JWKS is JSON");
+        Installed {
+            cp,
+            env: cronjob_env(&common::manifests::yaml(&rendered)),
+            issuer,
+            jwks,
+        }
     }
 
     /// A token the server mints for `namespace/name` with `audience` (TokenRequest).
@@ -578,7 +581,7 @@ mod real {
     }
 
     /// The fake STS trusting the real issuer for FEDERATED, for the installed ServiceAccount.
-    fn sts_for(installed: &Installed) -> (FakeSts, Issued) {
+    fn sts_for(installed: &Installed<'_>) -> (FakeSts, Issued) {
         let sts = FakeSts::start();
         let (namespace, name) = common::real::SERVICE_ACCOUNT;
         let issued = sts.trust_web_identity(WebIdentityTrust {
@@ -595,7 +598,7 @@ mod real {
     /// token `token` and `extra`.
     fn run(
         h: &RealHarness,
-        installed: &Installed,
+        installed: &Installed<'_>,
         sts: &FakeSts,
         namespace: &str,
         token: &str,
@@ -746,5 +749,37 @@ mod real {
         );
         assert_eq!(h.ecr.signers(), [assumed.signer()]);
         assert!(h.secret("keyless-chain").is_some());
+    }
+
+    /// The recipe's setup: the server names a public issuer (`--service-account-issuer`, with
+    /// `--service-account-jwks-uri` under it), its two documents are copied there, and the IAM
+    /// OIDC provider is that URL. Here the fake STS is given the documents the server serves.
+    #[test]
+    #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+    fn a_public_issuer_named_by_the_server_signs_tokens_sts_verifies_against_its_documents() {
+        const PUBLIC: &str = "https://oidc.ecr-refresh.test/cluster-1";
+        let own = ControlPlane::start_with_issuer(PUBLIC);
+        let cp = &own;
+        let installed = install_on(cp);
+        assert_eq!(
+            installed.issuer, PUBLIC,
+            "the discovery document names the public issuer"
+        );
+        let discovery: Value =
+            serde_json::from_str(&cp.get_raw("/.well-known/openid-configuration")).unwrap();
+        assert_eq!(discovery["jwks_uri"], format!("{PUBLIC}/openid/v1/jwks"));
+        namespaces(cp, &["keyless-public"]);
+        let (sts, issued) = sts_for(&installed);
+        let h = RealHarness::new(cp);
+        h.ecr.require_signer(issued.signer());
+        let (namespace, name) = common::real::SERVICE_ACCOUNT;
+        let token = minted(cp, namespace, name, AUDIENCE);
+
+        let run = run(&h, &installed, &sts, "keyless-public", &token, &[]);
+
+        run.expect_code(0);
+        assert_eq!(run.outcome("keyless-public"), "created");
+        assert_eq!(actions(&sts.calls()), [("AssumeRoleWithWebIdentity", "OK")]);
+        assert!(h.secret("keyless-public").is_some());
     }
 }
