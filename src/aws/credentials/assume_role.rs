@@ -84,8 +84,9 @@ impl FromStr for RoleArn {
     }
 }
 
-/// The external id the role's trust policy requires (`sts:ExternalId`). Not a secret in AWS's
-/// design, but kept out of logs all the same: errors say only that one was sent.
+/// The external id the role's trust policy requires (`sts:ExternalId`). AWS does not treat it
+/// as a secret (a refused value is quoted in the configuration error), but a run's own lines
+/// say only whether one was sent: it tells one tenant's role from another's.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ExternalId(String);
 
