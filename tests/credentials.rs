@@ -345,6 +345,11 @@ fn web_identity_with_a_verified_token_calls_ecr_with_the_role_s_credentials() {
     assert_eq!(actions(&calls), [("AssumeRoleWithWebIdentity", "OK")]);
     assert_eq!(calls[0].role_arn.as_deref(), Some(FEDERATED));
     assert_eq!(calls[0].access_key_id, None, "the call is not signed");
+    assert_eq!(
+        calls[0].role_session_name.as_deref(),
+        Some("ecr-refresh"),
+        "AWS_ROLE_SESSION_NAME"
+    );
     assert_eq!(h.ecr.signers(), [issued.signer()]);
     assert!(
         !run.stdout.contains(&token),
