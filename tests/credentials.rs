@@ -63,6 +63,13 @@ fn error_line(run: &Run) -> String {
     last["error"].as_str().unwrap_or_default().to_owned()
 }
 
+/// The line that says the tokens were fetched, and with which credentials.
+fn tokens_line(run: &Run) -> &Value {
+    let lines = run.messages_starting("ECR tokens fetched");
+    assert_eq!(lines.len(), 1, "{}", run.stdout);
+    lines[0]
+}
+
 /// No Secret was written: none stored, no POST or PATCH to secrets.
 fn nothing_written(h: &Harness, namespaces: &[&str]) {
     for ns in namespaces {
@@ -119,6 +126,10 @@ fn assume_role_over_static_keys_calls_ecr_with_the_assumed_credentials() {
         h.ecr.signers(),
         [assumed.signer()],
         "ECR signed as the role"
+    );
+    assert_eq!(
+        tokens_line(&run)["credentials"],
+        format!("assume role {READER} over static keys")
     );
     no_credential_in(&run, &assumed);
 }
@@ -351,6 +362,7 @@ fn web_identity_with_a_verified_token_calls_ecr_with_the_role_s_credentials() {
         "AWS_ROLE_SESSION_NAME"
     );
     assert_eq!(h.ecr.signers(), [issued.signer()]);
+    assert_eq!(tokens_line(&run)["credentials"], "web identity");
     assert!(
         !run.stdout.contains(&token),
         "the token stays out of the log"
@@ -760,6 +772,10 @@ mod real {
         );
         assert_eq!(h.ecr.signers(), [assumed.signer()]);
         assert!(h.secret("keyless-chain").is_some());
+        assert_eq!(
+            tokens_line(&run)["credentials"],
+            format!("assume role {READER} over web identity")
+        );
     }
 
     /// The recipe's setup: the server names a public issuer (`--service-account-issuer`, with

@@ -82,9 +82,11 @@ impl fmt::Debug for RegionToken {
     }
 }
 
-/// The run's tokens, one per region needed and one for ECR Public if it is configured.
+/// The run's tokens, one per region needed and one for ECR Public if it is configured, and
+/// where the credentials that fetched them came from (`web identity`, `assume role arn:… over
+/// static keys`), for the run's log.
 #[derive(Debug)]
-pub struct Tokens(pub Vec<RegionToken>);
+pub struct Tokens(pub Vec<RegionToken>, pub String);
 
 impl Tokens {
     /// One credential per registry host, in the configured order within each token.
@@ -182,11 +184,13 @@ pub async fn fetch(
     registries: &[RegistryHost],
     dual_stack: bool,
 ) -> Result<Tokens, EcrError> {
-    let resolved = credentials::resolve(sdk).await?;
-    debug!(source = %resolved.source, "AWS credentials resolved");
+    let credentials::Resolved {
+        credentials,
+        source,
+    } = credentials::resolve(sdk).await?;
     let sdk = &sdk
         .to_builder()
-        .credentials_provider(SharedCredentialsProvider::new(resolved.credentials))
+        .credentials_provider(SharedCredentialsProvider::new(credentials))
         .build();
     if registries.is_empty() {
         let region = sdk.region().ok_or(EcrError::NoRegion)?.to_string();
@@ -204,7 +208,7 @@ pub async fn fetch(
                 reason,
             })?;
         token.registries = with_twins(vec![registry], dual_stack)?;
-        return Ok(Tokens(vec![token]));
+        return Ok(Tokens(vec![token], source));
     }
     // One group per token, in the order the registries were configured: a region's private
     // registries (None: ECR Public's).
@@ -233,7 +237,7 @@ pub async fn fetch(
         token.registries = with_twins(hosts, dual_stack)?;
         tokens.push(token);
     }
-    Ok(Tokens(tokens))
+    Ok(Tokens(tokens, source))
 }
 
 /// Each host followed by its dual-stack twin (with `dual_stack`), each once: the hosts a write
