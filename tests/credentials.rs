@@ -302,6 +302,49 @@ fn no_credential_source_at_all_exits_3_naming_every_source_tried() {
     nothing_written(&h, &["team-a"]);
 }
 
+#[test]
+fn a_profile_that_assumes_a_role_with_an_external_id_works_as_the_sdk_reads_it() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let sts = FakeSts::start();
+    let assumed = sts.trust_assume_role(RoleTrust {
+        role_arn: READER.into(),
+        caller: Signer {
+            access_key_id: "AKIDPROFILE".into(),
+            session_token: None,
+        },
+        external_id: Some(EXTERNAL_ID.into()),
+    });
+    h.ecr.require_signer(assumed.signer());
+    let config = h.dir.path().join("aws-config");
+    write(
+        &config,
+        &format!(
+            "[profile base]\naws_access_key_id = AKIDPROFILE\naws_secret_access_key = profile-secret\n\n\
+             [profile ecr]\nrole_arn = {READER}\nsource_profile = base\nexternal_id = {EXTERNAL_ID}\n"
+        ),
+    );
+    let config = config.to_string_lossy().into_owned();
+
+    let output = command(
+        &h,
+        &sts,
+        true,
+        &[("AWS_CONFIG_FILE", config.as_str()), ("AWS_PROFILE", "ecr")],
+    )
+    .output()
+    .expect("ecr-refresh runs");
+    let run = h.checked(output);
+
+    run.expect_code(0);
+    let calls = sts.calls();
+    assert_eq!(actions(&calls), [("AssumeRole", "OK")]);
+    assert_eq!(calls[0].access_key_id.as_deref(), Some("AKIDPROFILE"));
+    assert_eq!(calls[0].external_id.as_deref(), Some(EXTERNAL_ID));
+    assert_eq!(h.ecr.signers(), [assumed.signer()]);
+    assert_eq!(tokens_line(&run)["credentials"], "profile");
+}
+
 // ---- Web identity with a token of the test's own issuer ------------------------------------
 
 /// An issuer, and the fake STS trusting it for FEDERATED with `sub` = the installed
