@@ -456,6 +456,39 @@ fn web_identity_refusals_exit_3_naming_the_role_and_what_sts_said() {
 }
 
 #[test]
+fn a_missing_web_identity_token_file_exits_3_naming_the_file() {
+    let (_, sts, _) = federation();
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let missing = h.dir.path().join("no-such-token");
+    let missing = missing.to_string_lossy().into_owned();
+
+    let output = command(
+        &h,
+        &sts,
+        true,
+        &[
+            ("AWS_ROLE_ARN", FEDERATED),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", missing.as_str()),
+        ],
+    )
+    .output()
+    .expect("ecr-refresh runs");
+    let run = h.checked(output);
+
+    run.expect_code(3);
+    let error = error_line(&run);
+    assert!(
+        error.contains(&format!(
+            "web identity: cannot read the token file {missing} (AWS_WEB_IDENTITY_TOKEN_FILE): "
+        )),
+        "{error}"
+    );
+    assert!(sts.calls().is_empty());
+    nothing_written(&h, &["team-a"]);
+}
+
+#[test]
 fn an_expired_web_identity_token_exits_3() {
     let (issuer, sts, _) = federation();
     let h = Harness::new();

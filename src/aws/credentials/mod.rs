@@ -146,6 +146,8 @@ pub struct Chain {
     sources: Vec<(Source, SharedCredentialsProvider)>,
     /// AWS_ROLE_ARN, as the web identity source reads it: named when STS refuses the token.
     web_identity_role: Option<String>,
+    /// AWS_WEB_IDENTITY_TOKEN_FILE: named when it can't be read.
+    web_identity_token_file: Option<String>,
     assume_role: Option<(AssumeRole, SdkConfig)>,
 }
 
@@ -180,6 +182,7 @@ impl Chain {
         Self {
             sources: Source::ALL.iter().map(|&s| (s, provider(s))).collect(),
             web_identity_role: std::env::var("AWS_ROLE_ARN").ok(),
+            web_identity_token_file: std::env::var("AWS_WEB_IDENTITY_TOKEN_FILE").ok(),
             assume_role: assume_role.map(|role| (role, sdk.clone())),
         }
     }
@@ -229,6 +232,18 @@ impl Chain {
                     .unwrap_or_else(|| "(AWS_ROLE_ARN)".into()),
                 code: refused.code().unwrap_or("unknown").to_owned(),
                 message: refused.message().unwrap_or_default().to_owned(),
+            };
+        }
+        if source == Source::WebIdentity
+            && let (Some(io), Some(path)) =
+                (find::<std::io::Error>(e), &self.web_identity_token_file)
+        {
+            return CredentialError::Failed {
+                from: source,
+                detail: format!(
+                    "cannot read the token file {path} (AWS_WEB_IDENTITY_TOKEN_FILE): {io}; check \
+                     the projected ServiceAccount token volume and its mount"
+                ),
             };
         }
         CredentialError::Failed {
