@@ -305,7 +305,8 @@ impl Config {
 }
 
 /// ECR_REFRESH_ASSUME_ROLE_*: the role, with its external id and session name. An external id
-/// or session name without a role is refused: it would otherwise be dropped without a word.
+/// without a role is refused: whoever set it expects a role to be assumed. A session name
+/// alone is accepted and unused, so that manifests may carry its default beside an empty ARN.
 fn parse_assume_role(
     arn: Option<String>,
     external_id: Option<String>,
@@ -317,30 +318,20 @@ fn parse_assume_role(
         external_id,
         ExternalId::from_str,
     )?;
-    let session_name_given = session_name.clone();
     let session_name = parse_opt(
         "ECR_REFRESH_ASSUME_ROLE_SESSION_NAME",
         session_name,
         SessionName::from_str,
     )?;
     let Some(role_arn) = role_arn else {
-        let without_role = |variable, value: &str| {
-            invalid(
-                variable,
-                value,
-                "is only used with ECR_REFRESH_ASSUME_ROLE_ARN, which is not set".into(),
-            )
-        };
-        if let Some(id) = &external_id {
-            return Err(without_role(
+        return match &external_id {
+            Some(id) => Err(invalid(
                 "ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID",
                 id.as_str(),
-            ));
-        }
-        if let Some(name) = session_name_given {
-            return Err(without_role("ECR_REFRESH_ASSUME_ROLE_SESSION_NAME", &name));
-        }
-        return Ok(None);
+                "is only used with ECR_REFRESH_ASSUME_ROLE_ARN, which is not set".into(),
+            )),
+            None => Ok(None),
+        };
     };
     Ok(Some(AssumeRole {
         role_arn,

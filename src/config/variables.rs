@@ -134,7 +134,7 @@ pub const VARIABLES: &[Variable] = &[
         name: "ECR_REFRESH_ASSUME_ROLE_SESSION_NAME",
         default: "ecr-refresh",
         meaning: "the assumed role's session name, as CloudTrail records it",
-        accepted: "2 to 64 letters, digits and _+=,.@-; only with ECR_REFRESH_ASSUME_ROLE_ARN",
+        accepted: "2 to 64 letters, digits and _+=,.@-; used only with ECR_REFRESH_ASSUME_ROLE_ARN",
     },
     Variable {
         name: "ECR_REFRESH_EVENTS",
