@@ -36,9 +36,11 @@ impl FromStr for LogFormat {
 /// multi-line error dump, each time instance metadata has no region for it, which is every
 /// run outside EC2; when no region is found our own error says what to set. kube's client
 /// warns with the whole response text when it cannot parse an answer, and a Secret's answer
-/// holds its passwords: our own line says the request failed, without the body. RUST_LOG=debug
+/// holds its passwords: our own line says the request failed, without the body. aws-config
+/// warns with the whole STS response when STS refuses a web identity token or an AssumeRole:
+/// our own line names the source, the role and STS's code and message. RUST_LOG=debug
 /// (which replaces this filter) shows them all.
-const DEFAULT_FILTER: &str = "info,aws_config=warn,aws_config::imds::region=error,aws_smithy_runtime=warn,kube=warn,kube_client::client=error,kube_client::client::builder=off,hyper=warn";
+const DEFAULT_FILTER: &str = "info,aws_config=warn,aws_config::imds::region=error,aws_config::web_identity_token=error,aws_config::sts::assume_role=error,aws_smithy_runtime=warn,kube=warn,kube_client::client=error,kube_client::client::builder=off,hyper=warn";
 
 pub fn init(format: LogFormat) {
     let filter =

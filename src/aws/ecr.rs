@@ -5,11 +5,13 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use aws_config::SdkConfig;
+use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_ecr::primitives::{DateTime, DateTimeFormat};
 use base64::Engine as _;
 use secrecy::SecretString;
 use tracing::{debug, warn};
 
+use crate::aws::credentials::{self, CredentialError};
 use crate::aws::registry::{NoDualStack, PUBLIC_REGION, RegistryHost};
 
 /// One registry's credentials, as they go into `auths`.
@@ -83,9 +85,11 @@ impl fmt::Debug for RegionToken {
     }
 }
 
-/// The run's tokens, one per region needed and one for ECR Public if it is configured.
+/// The run's tokens, one per region needed and one for ECR Public if it is configured, and
+/// where the credentials that fetched them came from (`web identity`, `assume role arn:… over
+/// static keys`), for the run's log.
 #[derive(Debug)]
-pub struct Tokens(pub Vec<RegionToken>);
+pub struct Tokens(pub Vec<RegionToken>, pub String);
 
 impl Tokens {
     /// One credential per registry host, in the configured order within each token.
@@ -146,6 +150,9 @@ pub enum EcrError {
          ECR_REFRESH_REGISTRIES"
     )]
     NoRegion,
+    /// Before any ECR call: the credential source named, and what it was refused.
+    #[error("{0}")]
+    Credentials(#[from] CredentialError),
     #[error(
         "{api} failed: {message}; check that the credentials (IRSA role, EKS Pod Identity or keys) are \
          valid and allow {permissions}",
@@ -173,12 +180,21 @@ pub enum EcrError {
 /// Fetches one token per region of the configured private registries (or the default region's,
 /// for the caller's own registry, when none are configured), and one from ECR Public if
 /// `public.ecr.aws` or its twin is configured. With `dual_stack`, each token is also written under
-/// its registries' dual-stack hosts.
+/// its registries' dual-stack hosts. The credentials are resolved first, once: a failure there
+/// names its source, and every call signs with what it gave.
 pub async fn fetch(
     sdk: &SdkConfig,
     registries: &[RegistryHost],
     dual_stack: bool,
 ) -> Result<Tokens, EcrError> {
+    let credentials::Resolved {
+        credentials,
+        source,
+    } = credentials::resolve(sdk).await?;
+    let sdk = &sdk
+        .to_builder()
+        .credentials_provider(SharedCredentialsProvider::new(credentials))
+        .build();
     if registries.is_empty() {
         let region = sdk.region().ok_or(EcrError::NoRegion)?.to_string();
         let mut token = get_token(sdk, &region, &[]).await?;
@@ -195,7 +211,7 @@ pub async fn fetch(
                 reason,
             })?;
         token.registries = with_twins(vec![registry], dual_stack)?;
-        return Ok(Tokens(vec![token]));
+        return Ok(Tokens(vec![token], source));
     }
     // One group per token, in the order the registries were configured: a region's private
     // registries (None: ECR Public's).
@@ -224,7 +240,7 @@ pub async fn fetch(
         token.registries = with_twins(hosts, dual_stack)?;
         tokens.push(token);
     }
-    Ok(Tokens(tokens))
+    Ok(Tokens(tokens, source))
 }
 
 /// Each host followed by its dual-stack twin (with `dual_stack`), each once: the hosts a write

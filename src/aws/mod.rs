@@ -1,5 +1,6 @@
-//! AWS: the SDK's configuration, ECR tokens, partitions, registry hosts and the registry login.
+//! AWS: the SDK's configuration and credential chain, ECR tokens, partitions, registry hosts and the registry login.
 
+pub mod credentials;
 pub mod ecr;
 pub mod login;
 pub mod partition;

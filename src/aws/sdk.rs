@@ -1,29 +1,34 @@
-//! The AWS SDK's shared configuration: its default chains, with the region looked up once.
+//! The AWS SDK's shared configuration: the region looked up once, and the run's credential
+//! chain (src/aws/credentials).
 
-use aws_config::default_provider::credentials::DefaultCredentialsChain;
 use aws_config::default_provider::region::DefaultRegionChain;
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::{BehaviorVersion, SdkConfig};
+use aws_credential_types::provider::SharedCredentialsProvider;
 
-/// The SDK configuration of the default chains (environment, profile, instance metadata).
+use crate::aws::credentials::{AssumeRole, Chain};
+
+/// The SDK configuration: the default region chain, and credentials from the default sources,
+/// with `assume_role` over them when it is configured.
 ///
 /// Left to itself, aws-config looks the region up again for the credential and token chains
 /// whenever the first lookup found none: outside EC2 each lookup asks instance metadata
 /// (169.254.169.254) and waits up to its 1 s connect timeout, three in all. So the region is
-/// looked up first and handed to the loader, which passes a region it is given on to its
-/// chains; when there is none, the credential chain is told so. The token chain (SSO bearer
-/// tokens, which ECR does not use) can't be told without naming aws-config's `sso` feature,
-/// so it still asks once more: two lookups at most.
-pub async fn load() -> SdkConfig {
+/// looked up first and handed to the loader and to the credential chain. The token chain (SSO
+/// bearer tokens, which ECR does not use) can't be told without naming aws-config's `sso`
+/// feature, so it still asks once more: two lookups at most.
+pub async fn load(assume_role: Option<&AssumeRole>) -> SdkConfig {
     let region = DefaultRegionChain::builder().build().region().await;
-    let loader = aws_config::defaults(BehaviorVersion::latest()).region(region.clone());
-    if region.is_some() {
-        return loader.load().await;
-    }
-    let credentials = DefaultCredentialsChain::builder()
-        .region(None::<Region>)
-        .build()
+    // Without credentials first: the chain's STS calls (assume-role) are made with this
+    // configuration's region and endpoints (AWS_ENDPOINT_URL_STS).
+    let base = aws_config::defaults(BehaviorVersion::latest())
+        .region(region.clone())
+        .no_credentials()
+        .load()
         .await;
-    loader.credentials_provider(credentials).load().await
+    let chain = Chain::new(region, assume_role.cloned(), &base);
+    base.into_builder()
+        .credentials_provider(SharedCredentialsProvider::new(chain))
+        .build()
 }
 
 /// The region of the default chain alone, for a run that asks AWS nothing (a check).

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::aws::credentials::{AssumeRole, ExternalId, RoleArn, SessionName};
 use crate::aws::registry::RegistryHost;
 use crate::cluster::names::{NamespaceName, SecretName, ServiceAccountName};
 use crate::glob::Glob;
@@ -114,6 +115,8 @@ pub struct Config {
     pub events: bool,
     /// A Secret whose token has less than this left is due; one that is not due is not written.
     pub renew_before: Duration,
+    /// A role assumed over the base credentials; None: the base credentials call ECR.
+    pub assume_role: Option<AssumeRole>,
 }
 
 /// The variables as envy reads them, before parsing.
@@ -137,6 +140,9 @@ struct Raw {
     pushgateway_labels: Option<String>,
     events: Option<String>,
     renew_before: Option<String>,
+    assume_role_arn: Option<String>,
+    assume_role_external_id: Option<String>,
+    assume_role_session_name: Option<String>,
 }
 
 impl Config {
@@ -268,6 +274,11 @@ impl Config {
             || DEFAULT_RENEW_BEFORE,
         )?;
         let termination_log = raw.termination_log.map(PathBuf::from);
+        let assume_role = parse_assume_role(
+            raw.assume_role_arn,
+            raw.assume_role_external_id,
+            raw.assume_role_session_name,
+        )?;
         Ok(Self {
             mode,
             secret_name,
@@ -288,8 +299,45 @@ impl Config {
             pushgateway,
             events,
             renew_before,
+            assume_role,
         })
     }
+}
+
+/// ECR_REFRESH_ASSUME_ROLE_*: the role, with its external id and session name. An external id
+/// without a role is refused: whoever set it expects a role to be assumed. A session name
+/// alone is accepted and unused, so that manifests may carry its default beside an empty ARN.
+fn parse_assume_role(
+    arn: Option<String>,
+    external_id: Option<String>,
+    session_name: Option<String>,
+) -> Result<Option<AssumeRole>, ConfigError> {
+    let role_arn = parse_opt("ECR_REFRESH_ASSUME_ROLE_ARN", arn, RoleArn::from_str)?;
+    let external_id = parse_opt(
+        "ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID",
+        external_id,
+        ExternalId::from_str,
+    )?;
+    let session_name = parse_opt(
+        "ECR_REFRESH_ASSUME_ROLE_SESSION_NAME",
+        session_name,
+        SessionName::from_str,
+    )?;
+    let Some(role_arn) = role_arn else {
+        return match &external_id {
+            Some(id) => Err(invalid(
+                "ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID",
+                id.as_str(),
+                "is only used with ECR_REFRESH_ASSUME_ROLE_ARN, which is not set".into(),
+            )),
+            None => Ok(None),
+        };
+    };
+    Ok(Some(AssumeRole {
+        role_arn,
+        external_id,
+        session_name: session_name.unwrap_or_default(),
+    }))
 }
 
 /// With ECR_REFRESH_DUAL_STACK=true: every registry configured has a dual-stack host, which

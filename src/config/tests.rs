@@ -29,6 +29,65 @@ fn defaults_apply_when_nothing_is_set() {
     assert_eq!(c.renew_before, Duration::from_secs(12 * 3600));
     assert_eq!(c.pushgateway, None);
     assert!(c.events);
+    assert_eq!(c.assume_role, None);
+}
+
+#[test]
+fn assume_role_takes_a_role_arn_an_external_id_and_a_session_name() {
+    const ARN: &str = "arn:aws:iam::210987654321:role/ecr-reader";
+    let c = config(&[("ECR_REFRESH_ASSUME_ROLE_ARN", ARN)]).unwrap();
+    let role = c.assume_role.expect("a role to assume");
+    assert_eq!(role.role_arn.as_str(), ARN);
+    assert_eq!(role.external_id, None);
+    assert_eq!(role.session_name.as_str(), "ecr-refresh");
+
+    let c = config(&[
+        ("ECR_REFRESH_ASSUME_ROLE_ARN", ARN),
+        ("ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID", "tenant-42"),
+        ("ECR_REFRESH_ASSUME_ROLE_SESSION_NAME", "cluster-eu-1"),
+    ])
+    .unwrap();
+    let role = c.assume_role.expect("a role to assume");
+    assert_eq!(
+        role.external_id.as_ref().map(|i| i.as_str()),
+        Some("tenant-42")
+    );
+    assert_eq!(role.session_name.as_str(), "cluster-eu-1");
+}
+
+#[test]
+fn a_session_name_alone_is_accepted_and_assumes_nothing() {
+    let c = config(&[("ECR_REFRESH_ASSUME_ROLE_SESSION_NAME", "ecr-refresh")]).unwrap();
+    assert_eq!(c.assume_role, None);
+    let message = error(&[("ECR_REFRESH_ASSUME_ROLE_SESSION_NAME", "x")]);
+    assert!(message.contains("must be 2 to 64"), "{message}");
+}
+
+#[test]
+fn half_set_or_malformed_assume_role_values_are_refused_naming_the_variable() {
+    for (vars, starts) in [
+        (
+            vec![("ECR_REFRESH_ASSUME_ROLE_ARN", "arn:aws:iam::123:role/x")],
+            "ECR_REFRESH_ASSUME_ROLE_ARN=\"arn:aws:iam::123:role/x\" is invalid: must be an IAM role ARN",
+        ),
+        (
+            vec![("ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID", "tenant-42")],
+            "ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID=\"tenant-42\" is invalid: is only used with ECR_REFRESH_ASSUME_ROLE_ARN",
+        ),
+        (
+            vec![
+                (
+                    "ECR_REFRESH_ASSUME_ROLE_ARN",
+                    "arn:aws:iam::123456789012:role/x",
+                ),
+                ("ECR_REFRESH_ASSUME_ROLE_SESSION_NAME", "has space"),
+            ],
+            "ECR_REFRESH_ASSUME_ROLE_SESSION_NAME=\"has space\" is invalid: must be 2 to 64",
+        ),
+    ] {
+        let message = error(&vars);
+        assert!(message.starts_with(starts), "{message}");
+    }
 }
 
 #[test]

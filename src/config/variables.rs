@@ -119,6 +119,24 @@ pub const VARIABLES: &[Variable] = &[
         accepted: "name=value pairs with Prometheus label names; only with ECR_REFRESH_PUSHGATEWAY_URL",
     },
     Variable {
+        name: "ECR_REFRESH_ASSUME_ROLE_ARN",
+        default: "none",
+        meaning: "an IAM role assumed (STS AssumeRole) over the base credentials, whichever source gave them (static keys, a profile, web identity, container, instance metadata); ECR is then called as that role",
+        accepted: "an IAM role ARN, arn:<partition>:iam::<12-digit account>:role/<name>",
+    },
+    Variable {
+        name: "ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID",
+        default: "none",
+        meaning: "the external id sent with AssumeRole, as the role's trust policy requires (sts:ExternalId)",
+        accepted: "2 to 1224 letters, digits and _+=,.@:/-; only with ECR_REFRESH_ASSUME_ROLE_ARN",
+    },
+    Variable {
+        name: "ECR_REFRESH_ASSUME_ROLE_SESSION_NAME",
+        default: "ecr-refresh",
+        meaning: "the assumed role's session name, as CloudTrail records it",
+        accepted: "2 to 64 letters, digits and _+=,.@-; used only with ECR_REFRESH_ASSUME_ROLE_ARN",
+    },
+    Variable {
         name: "ECR_REFRESH_EVENTS",
         default: "true",
         meaning: "true: a Warning Event (events.k8s.io/v1) in each namespace that failed, regarding its Secret; at most 100 per run, then one in the run's own namespace that counts the rest",

@@ -45,6 +45,7 @@ impl Tokens<'_> {
             registries = %tokens.registries().join(","),
             token_expires_at = %expires_at,
             regions = tokens.0.len(),
+            credentials = %tokens.1,
             "ECR tokens fetched"
         );
         if self.config.verify_login {

@@ -13,6 +13,9 @@ mod admission;
 mod check;
 // The command line: --help, --version, a mistyped flag, a run with no region.
 mod cli;
+// AWS credentials: assume-role with an external id, web identity verified by a fake STS (its
+// real-server cases need KUBEBUILDER_ASSETS), refusals that name the source.
+mod credentials;
 // The demo README's "Try it" starts with, with this build's binary.
 mod demo;
 // ECR_REFRESH_RENEW_BEFORE: a Secret is written only when it is due.

@@ -156,6 +156,8 @@ pub struct ControlPlane {
     version: OnceLock<String>,
     shared: bool,
     service_account_admission: bool,
+    /// `--service-account-issuer`; None: the server's own URL.
+    service_account_issuer: Option<String>,
     cleaned: AtomicBool,
     next_file: AtomicU32,
 }
@@ -179,6 +181,16 @@ impl ControlPlane {
     /// `automountServiceAccountToken: false`.
     pub fn start_with_service_account_admission() -> Self {
         Self::start_as(false, true).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`ControlPlane::start`], with tokens issued by `issuer` (an https URL, such as
+    /// the public host a cluster's discovery documents are copied to):
+    /// `--service-account-issuer=<issuer>` and `--service-account-jwks-uri=<issuer>/openid/v1/jwks`,
+    /// so that the discovery document the server serves names that host, as AWS reads it.
+    /// The server still accepts its own tokens (the first issuer is also the one it trusts).
+    pub fn start_with_issuer(issuer: &str) -> Self {
+        Self::start_with(false, false, Some(issuer.trim_end_matches('/').to_owned()))
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// The control plane of this test binary, started by the first call. Use namespaces of
@@ -248,6 +260,14 @@ impl ControlPlane {
     }
 
     fn start_as(shared: bool, service_account_admission: bool) -> Result<Self, String> {
+        Self::start_with(shared, service_account_admission, None)
+    }
+
+    fn start_with(
+        shared: bool,
+        service_account_admission: bool,
+        issuer: Option<String>,
+    ) -> Result<Self, String> {
         let assets = check_assets(std::env::var_os(ASSETS_VARIABLE))?;
         // Free ports are found by binding port 0 and letting go, so another process may take
         // one before the daemon binds it: then try again with new ones.
@@ -256,6 +276,7 @@ impl ControlPlane {
             let started = Instant::now();
             let mut cp = Self::prepare(assets.clone(), shared)?;
             cp.service_account_admission = service_account_admission;
+            cp.service_account_issuer = issuer.clone();
             match cp
                 .start_etcd_inner()
                 .and_then(|()| cp.start_apiserver_inner())
@@ -309,6 +330,7 @@ impl ControlPlane {
             version: OnceLock::new(),
             shared,
             service_account_admission: false,
+            service_account_issuer: None,
             cleaned: AtomicBool::new(false),
             next_file: AtomicU32::new(0),
         };
@@ -695,7 +717,17 @@ impl ControlPlane {
                 ))
                 .arg("--authorization-mode=RBAC")
                 .arg(format!("--token-auth-file={}", self.token_file.display()))
-                .arg(format!("--service-account-issuer={}", self.server_url()))
+                .arg(format!(
+                    "--service-account-issuer={}",
+                    self.service_account_issuer
+                        .clone()
+                        .unwrap_or_else(|| self.server_url())
+                ))
+                .args(
+                    self.service_account_issuer.as_ref().map(|issuer| {
+                        format!("--service-account-jwks-uri={issuer}/openid/v1/jwks")
+                    }),
+                )
                 .arg(format!(
                     "--service-account-key-file={}",
                     self.pki.sa_pub.display()

@@ -5,7 +5,10 @@
 //! `X-Amz-Target: AmazonEC2ContainerRegistry_V20150921.<Operation>`. Only
 //! GetAuthorizationToken is served; any other target gets 400 UnknownOperationException.
 //! The region is read from the SigV4 credential scope of the Authorization header, so one
-//! fake serves every region (the signature itself is not checked).
+//! fake serves every region (the signature itself is not checked). With
+//! [`FakeEcr::require_signer`] it answers only calls signed with given credentials: the access
+//! key id of `Credential=` and the `X-Amz-Security-Token` header, as the fake STS issued them;
+//! others get ECR's answer to an unknown key, 400 UnrecognizedClientException.
 //!
 //! Wire details copied from real ECR: `expiresAt` is epoch seconds written the way Java
 //! writes a double (`1.7385984915E9`); errors carry both `x-amzn-ErrorType` and a body
@@ -119,6 +122,10 @@ struct State {
     public_expires_at: Option<SystemTime>,
     public_faults: VecDeque<(EcrFault, Option<usize>)>,
     public_calls: Vec<String>,
+    /// When set, only calls signed by this signer are answered.
+    required_signer: Option<crate::sts::Signer>,
+    /// Who signed each call, answered or not (ECR's and ECR Public's alike).
+    signers: Vec<crate::sts::Signer>,
 }
 
 /// The fault for this call, if any, counting it down.
@@ -256,6 +263,16 @@ impl FakeEcr {
     pub fn public_calls(&self) -> Vec<String> {
         lock(&self.state).public_calls.clone()
     }
+    /// Every later call must be signed by `signer` (access key id and session token), as with
+    /// credentials the fake STS issued; any other is refused with 400
+    /// UnrecognizedClientException.
+    pub fn require_signer(&self, signer: crate::sts::Signer) {
+        lock(&self.state).required_signer = Some(signer);
+    }
+    /// Who signed each call (ECR's and ECR Public's), in order, refused ones too.
+    pub fn signers(&self) -> Vec<crate::sts::Signer> {
+        lock(&self.state).signers.clone()
+    }
     /// Every password this endpoint has handed out, to check none leaks into logs.
     pub fn passwords_issued(&self) -> Vec<String> {
         lock(&self.state).passwords_issued.clone()
@@ -316,6 +333,28 @@ async fn handle(
             Some("Authorization header requires 'Credential' parameter."),
         );
     };
+    let signer = crate::sts::Signer {
+        access_key_id: authorization
+            .to_str()
+            .ok()
+            .and_then(access_key_of)
+            .unwrap_or_default(),
+        session_token: headers
+            .get("x-amz-security-token")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+    };
+    {
+        let mut state = lock(&state);
+        state.signers.push(signer.clone());
+        if state.required_signer.as_ref().is_some_and(|r| *r != signer) {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "UnrecognizedClientException",
+                Some("The security token included in the request is invalid."),
+            );
+        }
+    }
     if public {
         return public_token(&state, region);
     }
@@ -464,6 +503,13 @@ pub fn region_of(authorization: &str) -> Option<String> {
             .expect("a valid regex literal")
     });
     Some(scope.captures(authorization)?[1].to_owned())
+}
+
+/// The access key id in a SigV4 `Authorization` header (`Credential=<id>/<scope>`).
+pub fn access_key_of(authorization: &str) -> Option<String> {
+    let (_, rest) = authorization.split_once("Credential=")?;
+    let id = rest.split('/').next()?;
+    (!id.is_empty()).then(|| id.to_owned())
 }
 
 /// ECR's complaint about registryIds, if any (ids are 12 digits, 1 to 10 of them).

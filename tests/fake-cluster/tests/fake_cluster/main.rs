@@ -16,3 +16,5 @@ mod kube_api;
 mod kube_client;
 // kubectl against the fake: get, and create|apply loops.
 mod kubectl;
+// The fake STS, read by aws-config's own AssumeRole provider.
+mod sts;
