@@ -556,6 +556,14 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
             json!({"check": {"podrights": true}}),
             "at '/check': additional properties 'podrights' not allowed",
         ),
+        (
+            json!({"aws": {"assumeRole": {"roleArn": "ecr-pull"}}}),
+            "at '/aws/assumeRole/roleArn': 'ecr-pull' does not match",
+        ),
+        (
+            json!({"aws": {"assumeRole": {"externalId": "platform-7f3a"}}}),
+            "aws.assumeRole.externalId is set, but aws.assumeRole.roleArn is not",
+        ),
     ];
     for (values, message) in cases {
         match helm.template("ecr-refresh", "ecr-refresh", &values) {

@@ -201,7 +201,8 @@ template:
           # Comma-separated namespace names and globs (* and ?); "all" is every namespace.
           - name: ECR_REFRESH_NAMESPACES
             value: {{ join "," .Values.namespaces | quote }}
-          # Comma-separated globs taken out of the selection; empty takes none out.
+          # Comma-separated globs taken out of the selection; empty: kube-public and
+          # kube-node-lease, where no pod pulls.
           - name: ECR_REFRESH_EXCLUDE_NAMESPACES
             value: {{ join "," .Values.excludeNamespaces | quote }}
           # Label selector for namespaces, evaluated by the API server; empty selects all.
@@ -247,6 +248,18 @@ template:
           # (at most 100 a run, then one in this namespace that counts the rest).
           - name: ECR_REFRESH_EVENTS
             value: {{ .Values.events | toString | quote }}
+          {{- if and .Values.aws.assumeRole.externalId (not .Values.aws.assumeRole.roleArn) }}
+          {{- fail "aws.assumeRole.externalId is set, but aws.assumeRole.roleArn is not: the external id is sent only when a role is assumed" }}
+          {{- end }}
+          # An IAM role assumed (STS AssumeRole) over the base credentials; empty assumes none.
+          - name: ECR_REFRESH_ASSUME_ROLE_ARN
+            value: {{ .Values.aws.assumeRole.roleArn | quote }}
+          # The external id the role's trust policy requires (sts:ExternalId); only with a role.
+          - name: ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID
+            value: {{ .Values.aws.assumeRole.externalId | quote }}
+          # The assumed role's session name, as CloudTrail records it.
+          - name: ECR_REFRESH_ASSUME_ROLE_SESSION_NAME
+            value: {{ .Values.aws.assumeRole.sessionName | quote }}
           {{- with .Values.extraEnv }}
           {{- toYaml . | nindent 10 }}
           {{- end }}
