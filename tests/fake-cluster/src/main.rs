@@ -112,13 +112,7 @@ fn build_demo_binary() -> Result<PathBuf, String> {
     eprintln!("building ecr-refresh (a few minutes the first time)...");
     let output = Command::new(&cargo)
         .current_dir(&workspace)
-        .args([
-            "build",
-            "-p",
-            "ecr-refresh",
-            "--bin",
-            "ecr-refresh",
-        ])
+        .args(["build", "-p", "ecr-refresh", "--bin", "ecr-refresh"])
         .arg("--message-format=json-render-diagnostics")
         .stderr(Stdio::inherit())
         .output()
