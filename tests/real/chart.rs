@@ -561,6 +561,14 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
             "at '/aws/assumeRole/roleArn': 'ecr-pull' does not match",
         ),
         (
+            json!({"aws": {"webIdentity": {"roleArn": "arn:aws:iam::111122223333:role/x", "expirationSeconds": 599}}}),
+            "at '/aws/webIdentity/expirationSeconds': minimum: got 599, want 600",
+        ),
+        (
+            json!({"extraVolumeMounts": [{"name": "ca"}]}),
+            "at '/extraVolumeMounts/0': missing property 'mountPath'",
+        ),
+        (
             json!({"aws": {"assumeRole": {"externalId": "platform-7f3a"}}}),
             "aws.assumeRole.externalId is set, but aws.assumeRole.roleArn is not",
         ),
@@ -571,6 +579,46 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
             Err(e) => assert!(e.contains(message), "{values}: {e}"),
         }
     }
+}
+
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn web_identity_renders_the_projected_token_and_the_sdks_variables() {
+    let rendered =
+        render(&json!({"aws": {"webIdentity": {"roleArn": "arn:aws:iam::111122223333:role/ecr"}}}));
+    let cronjob = rendered
+        .iter()
+        .find(|d| d["kind"] == "CronJob")
+        .expect("a CronJob");
+    let pod = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let source = &pod["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"];
+    assert_eq!(source["audience"], "sts.amazonaws.com");
+    assert_eq!(source["expirationSeconds"], 3600);
+    let container = &pod["containers"][0];
+    assert_eq!(container["volumeMounts"][0]["readOnly"], true);
+    let env = |name: &str| {
+        container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(
+        env("AWS_ROLE_ARN"),
+        Some(json!("arn:aws:iam::111122223333:role/ecr"))
+    );
+    assert_eq!(
+        env("AWS_WEB_IDENTITY_TOKEN_FILE"),
+        Some(json!(format!(
+            "{}/{}",
+            container["volumeMounts"][0]["mountPath"].as_str().unwrap(),
+            source["path"].as_str().unwrap()
+        )))
+    );
+    assert_eq!(env("AWS_ROLE_SESSION_NAME"), Some(json!("ecr-refresh")));
+    // The pod stays as the restricted profile wants it: the root filesystem read-only.
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
 }
 
 // ---- On the real API server ------------------------------------------------------------

@@ -168,6 +168,27 @@ template:
     securityContext:
       {{- toYaml . | nindent 6 }}
     {{- end }}
+    {{- $webIdentity := .Values.aws.webIdentity }}
+    {{- if or $webIdentity.roleArn .Values.extraVolumes }}
+    volumes:
+      {{- if $webIdentity.roleArn }}
+      # The ServiceAccount's own token for STS (aws.webIdentity), renewed by the kubelet.
+      - name: aws-web-identity-token
+        projected:
+          sources:
+            - serviceAccountToken:
+                audience: {{ $webIdentity.audience | quote }}
+                expirationSeconds: {{ $webIdentity.expirationSeconds | int64 }}
+                path: token
+      {{- end }}
+      {{- with .Values.extraVolumes }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+    {{- end }}
+    {{- with .Values.initContainers }}
+    initContainers:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
     containers:
       - name: ecr-refresh
         image: {{ include "ecr-refresh.image" . }}
@@ -260,11 +281,31 @@ template:
           # The assumed role's session name, as CloudTrail records it.
           - name: ECR_REFRESH_ASSUME_ROLE_SESSION_NAME
             value: {{ .Values.aws.assumeRole.sessionName | quote }}
+          {{- if $webIdentity.roleArn }}
+          # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
+          - name: AWS_ROLE_ARN
+            value: {{ $webIdentity.roleArn | quote }}
+          - name: AWS_WEB_IDENTITY_TOKEN_FILE
+            value: /var/run/secrets/ecr-refresh/aws/token
+          - name: AWS_ROLE_SESSION_NAME
+            value: ecr-refresh
+          {{- end }}
           {{- with .Values.extraEnv }}
           {{- toYaml . | nindent 10 }}
           {{- end }}
           # RUST_LOG (a tracing filter) is left unset: ecr-refresh logs at info, its
           # libraries at warn. Set it to "debug" to log every API request.
+        {{- if or $webIdentity.roleArn .Values.extraVolumeMounts }}
+        volumeMounts:
+          {{- if $webIdentity.roleArn }}
+          - name: aws-web-identity-token
+            mountPath: /var/run/secrets/ecr-refresh/aws
+            readOnly: true
+          {{- end }}
+          {{- with .Values.extraVolumeMounts }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        {{- end }}
         terminationMessagePath: /dev/termination-log
         # The summary if the run wrote one, else the end of its log.
         terminationMessagePolicy: FallbackToLogsOnError
@@ -276,6 +317,9 @@ template:
         securityContext:
           {{- toYaml . | nindent 10 }}
         {{- end }}
+      {{- with .Values.sidecars }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
 {{- end }}
 
 {{/*
