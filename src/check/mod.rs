@@ -301,7 +301,9 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String) -> Checked {
                     %namespace,
                     error = %e,
                     "pods were not checked: the check may not list pods; the Secrets are checked. \
-                     Grant it with the check component (manifests/components/check)"
+                     Run it as its own ServiceAccount (ecr-refresh-check), which may: from the \
+                     kustomize component manifests/components/check, or the chart's \
+                     check.podRights=true"
                 );
             }
             None

@@ -7,14 +7,16 @@ use serde_json::{Value, json};
 use super::{REGISTRY, SECRET, b64};
 
 /// What an older or hand-made install may still grant: everything on Secrets,
-/// ServiceAccounts and Events. The policy must hold without RBAC's help.
+/// ServiceAccounts and Events, and the TokenRequest (RBAC names a subresource apart:
+/// `serviceaccounts` grants no `serviceaccounts/token`). The policy must hold without
+/// RBAC's help.
 pub const WIDE_RBAC: &str = "
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: too-wide}
 rules:
 - apiGroups: ['', 'events.k8s.io']
-  resources: [secrets, serviceaccounts, events]
+  resources: [secrets, serviceaccounts, serviceaccounts/token, events]
   verbs: ['*']
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -317,6 +319,40 @@ pub fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
                 "involvedObject": { "apiVersion": "v1", "kind": "Pod", "namespace": ours, "name": "web-0" },
                 "reason": "Killing", "message": "x", "type": "Warning"
             }),
+        },
+    ]
+}
+
+/// The attacks on subresources: TokenRequests, which mint a token for any ServiceAccount
+/// of the namespace (the review's minted one for kube-system/cluster-operator). Sent to the
+/// real server only (tests/real/admission.rs): the fake serves no subresource of Secrets or
+/// ServiceAccounts (its only one is pods/status), so there they would be a 404, not a test
+/// of the policy. Secrets have no subresource to write on either server.
+pub fn subresource_attacks(ours: &str) -> Vec<Attack> {
+    let token = format!("/api/v1/namespaces/{ours}/serviceaccounts/default/token");
+    let request = |bound: Value| {
+        let mut spec = json!({ "audiences": [], "expirationSeconds": 600 });
+        if !bound.is_null() {
+            spec["boundObjectRef"] = bound;
+        }
+        json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec })
+    };
+    vec![
+        Attack {
+            what: "a TokenRequest for another ServiceAccount",
+            refused_with: "not CREATE serviceaccounts/token",
+            method: "POST",
+            path: token.clone(),
+            content_type: "application/json",
+            body: request(Value::Null),
+        },
+        Attack {
+            what: "a TokenRequest bound to our Secret",
+            refused_with: "not CREATE serviceaccounts/token",
+            method: "POST",
+            path: token,
+            content_type: "application/json",
+            body: request(json!({ "apiVersion": "v1", "kind": "Secret", "name": SECRET })),
         },
     ]
 }

@@ -447,7 +447,8 @@ fn configuration_errors_and_stray_arguments_exit_2_before_any_request() {
     assert!(h.cluster.requests().is_empty());
 }
 
-/// The cluster-wide manifests' RBAC, with or without the check component.
+/// The cluster-wide manifests' RBAC, with or without the check component; with it, as the
+/// component's own ServiceAccount, ecr-refresh-check.
 fn rbac_harness(component: Option<&str>) -> Harness {
     let rendered = render_component("", component);
     let docs: Vec<Value> = documents(&rendered)
@@ -458,7 +459,17 @@ fn rbac_harness(component: Option<&str>) -> Harness {
                 .any(|k| d["kind"] == *k)
         })
         .collect();
-    Harness::with(FakeCluster::builder().rbac_from_yaml(&yaml(&docs)).start())
+    let account = if component.is_some() {
+        "ecr-refresh-check"
+    } else {
+        "ecr-refresh"
+    };
+    Harness::with(
+        FakeCluster::builder()
+            .service_account("ecr-refresh", account)
+            .rbac_from_yaml(&yaml(&docs))
+            .start(),
+    )
 }
 
 #[test]
@@ -478,6 +489,15 @@ fn a_check_without_pod_rights_checks_the_secrets_and_says_once_that_pods_were_no
     run.expect_code(1);
     let notes = run.messages_starting("pods were not checked");
     assert_eq!(notes.len(), 1, "{}", run.stdout);
+    // Both ways to the rights, kustomize's and the chart's, and the account they grant.
+    for way in [
+        "manifests/components/check",
+        "check.podRights=true",
+        "ecr-refresh-check",
+    ] {
+        let note = notes[0]["message"].as_str().unwrap_or_default();
+        assert!(note.contains(way), "names {way}: {note}");
+    }
     assert_eq!(run.finding_kinds("team-a"), ["secret-missing"]);
     assert_eq!(run.finding_kinds("team-c"), ["wrong-type"]);
     assert_eq!(run.line("team-b")["pods_checked"], false);

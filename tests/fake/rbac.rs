@@ -1,12 +1,13 @@
 //! The RBAC in manifests/ grants everything a run needs and nothing it doesn't use: a full
 //! refresh passes with the fake API server enforcing it, and fails when any verb is taken out.
-//! ServiceAccount rights come only from the service-accounts component. The fake grants only
+//! ServiceAccount rights come only from the service-accounts component; pod rights only to
+//! the check's own ServiceAccount, from the check components. The fake grants only
 //! roles bound to ecr-refresh's ServiceAccount, so every test loads the bindings with the
 //! roles, as `kubectl kustomize` renders them. (The admission policy: tests/fake/admission.rs.)
 
 use crate::common;
 
-use common::manifests::{as_env, cronjob_env, documents, render, yaml};
+use common::manifests::{as_env, cronjob_env, documents, render, render_with_components, yaml};
 use common::*;
 use fake_cluster::{FakeCluster, Resource};
 use serde_json::{Value, json};
@@ -366,4 +367,84 @@ fn a_run_fails_when_the_binding_is_missing_or_names_another_subject() {
     assert_ne!(run.code, 0, "{}", run.stdout);
     assert!(!refused(&h).is_empty());
     assert!(h.secret("team-b").is_none());
+}
+
+/// The check components give the check its own ServiceAccount and roles, ecr-refresh-check:
+/// reads only, and the refresh's roles gain no pod right (its token reads no pod spec).
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_check_components_give_the_check_its_own_read_only_account_and_the_refresh_none() {
+    let reads = [
+        ("secrets", "get"),
+        ("pods", "get"),
+        ("pods", "list"),
+        ("serviceaccounts", "get"),
+        ("namespaces", "list"),
+    ];
+    for (variant, component, roles) in [
+        ("", "components/check", 1),
+        ("namespaced", "components/check-namespaced", 2),
+    ] {
+        let rendered = render_with_components(variant, &[component]);
+        let docs = documents(&rendered);
+        let named = |kinds: &[&str], name: &str| -> Vec<Value> {
+            docs.iter()
+                .filter(|d| kinds.iter().any(|k| d["kind"] == *k))
+                .filter(|d| d["metadata"]["name"] == name)
+                .cloned()
+                .collect()
+        };
+        for role in named(&["ClusterRole", "Role"], "ecr-refresh") {
+            assert!(
+                grants(&role).iter().all(|(r, _)| r != "pods"),
+                "{component}: the refresh's role reads no pod: {role}"
+            );
+        }
+        let check_roles = named(&["ClusterRole", "Role"], "ecr-refresh-check");
+        assert_eq!(check_roles.len(), roles, "{component}: {rendered}");
+        for role in &check_roles {
+            let granted = grants(role);
+            for (resource, verb) in &granted {
+                assert!(
+                    reads.contains(&(resource.as_str(), verb.as_str())),
+                    "{component}: the check's role grants only reads, not {verb} {resource}: {role}"
+                );
+            }
+            for pods in [("pods", "get"), ("pods", "list")] {
+                assert!(
+                    granted.contains(&(pods.0.to_owned(), pods.1.to_owned())),
+                    "{component}: {role}"
+                );
+            }
+            for rule in role["rules"].as_array().expect("rules") {
+                if strings(&rule["resources"]).contains(&"secrets".to_owned()) {
+                    assert_eq!(strings(&rule["resourceNames"]), [SECRET], "{role}");
+                }
+            }
+        }
+        let bindings = named(&["ClusterRoleBinding", "RoleBinding"], "ecr-refresh-check");
+        assert_eq!(bindings.len(), roles, "{component}");
+        for binding in &bindings {
+            assert_eq!(
+                binding["subjects"],
+                json!([{"kind": "ServiceAccount", "name": "ecr-refresh-check", "namespace": "ecr-refresh"}]),
+                "{component}"
+            );
+        }
+        assert_eq!(named(&["ServiceAccount"], "ecr-refresh-check").len(), 1);
+        // Nothing else binds the check's account: not the refresh's roles, not the
+        // admission policy's marker (it writes nothing, so nothing of it is to narrow).
+        for binding in docs
+            .iter()
+            .filter(|d| d["kind"] == "ClusterRoleBinding" || d["kind"] == "RoleBinding")
+            .filter(|d| d["metadata"]["name"] != "ecr-refresh-check")
+        {
+            assert!(
+                !binding["subjects"]
+                    .to_string()
+                    .contains("ecr-refresh-check"),
+                "{component}: {binding}"
+            );
+        }
+    }
 }

@@ -1,9 +1,10 @@
 //! The admission attacks of tests/fake/admission.rs (one list, tests/common/attacks.rs) sent to a
 //! real kube-apiserver (tests/control-plane) as ecr-refresh's ServiceAccount, with a real
 //! TokenRequest token, after `kubectl apply -k manifests/` with the service-accounts
-//! component: each is refused, by the real RBAC (a delete, a ServiceAccount create) or by
-//! the policy, evaluated by the real CEL; with RBAC widened to everything on Secrets and
-//! ServiceAccounts and Events, by the policy alone. With the binding deleted, each goes through: the
+//! component: each is refused, by the real RBAC (a delete, a ServiceAccount create, a
+//! TokenRequest) or by the policy, evaluated by the real CEL; with RBAC widened to everything
+//! on Secrets and ServiceAccounts (their tokens too) and Events, by the policy alone. The
+//! TokenRequests, a subresource, are sent here only: the fake serves none. With the binding deleted, each goes through: the
 //! policy is what stops them.
 //!
 //! The denials are told by the shape of the apiserver's message (`ValidatingAdmissionPolicy
@@ -12,7 +13,10 @@
 
 use crate::common;
 
-use common::attacks::{OPAQUE_UPDATE, WIDE_RBAC, attacks, opaque_under_our_name, target_objects};
+use common::attacks::{
+    Attack, OPAQUE_UPDATE, WIDE_RBAC, attacks, opaque_under_our_name, subresource_attacks,
+    target_objects,
+};
 use common::manifests::copy;
 use common::real::{
     RealHarness, SERVICE_ACCOUNT, admin, create, denied_by_policy, eventually, get, install,
@@ -31,13 +35,20 @@ fn seed(cp: &ControlPlane, targets: (&str, &str)) {
     create(cp, &objects);
 }
 
+/// The one list and the subresource attacks, which only a real server serves.
+fn every_attack(victim: &str, ours: &str) -> Vec<Attack> {
+    let mut all = attacks(victim, ours);
+    all.extend(subresource_attacks(ours));
+    all
+}
+
 /// Sends every attack aimed at `targets` as `token`: (what, rule, status, body).
 fn launch(
     cp: &ControlPlane,
     token: &str,
     (victim, ours): (&str, &str),
 ) -> Vec<(&'static str, &'static str, u16, Value)> {
-    attacks(victim, ours)
+    every_attack(victim, ours)
         .into_iter()
         .map(|a| {
             // Someone else's Opaque Secret under our name, for this one attack only: the
@@ -69,13 +80,14 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
     seed(cp, ("victim", "ours"));
     let ours_before = get(cp, "secret", "ours", SECRET).unwrap();
 
-    // The shipped RBAC refuses a delete, a ServiceAccount create and a core/v1 Event; the
-    // policy the rest.
+    // The shipped RBAC refuses a delete, a ServiceAccount create, a core/v1 Event and the
+    // TokenRequests; the policy the rest.
     for (what, rule, status, body) in launch(cp, &token, ("victim", "ours")) {
         assert_eq!(status, 403, "{what}: {body}");
         let by_rbac = what == "a delete of our Secret"
             || what == "a ServiceAccount create"
-            || what == "a core/v1 Event";
+            || what == "a core/v1 Event"
+            || what.starts_with("a TokenRequest");
         if by_rbac {
             assert!(
                 message(&body).contains("cannot "),
@@ -91,7 +103,8 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
         }
     }
 
-    // RBAC granting everything on Secrets, ServiceAccounts and Events: the policy alone.
+    // RBAC granting everything on Secrets, ServiceAccounts, their tokens and Events: the
+    // policy alone.
     admin(cp, &["apply", "-f", "-"], WIDE_RBAC);
     let delete = &attacks("victim", "ours")
         .into_iter()
@@ -144,12 +157,12 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
             Err(format!("{status} {body}"))
         }
     });
-    let count = attacks("victim", "ours").len();
+    let count = every_attack("victim", "ours").len();
     for i in 0..count {
         let victim = format!("victim-{i}");
         let ours = format!("ours-{i}");
         seed(cp, (&victim, &ours));
-        let attack = attacks(&victim, &ours).remove(i);
+        let attack = every_attack(&victim, &ours).remove(i);
         if attack.what == OPAQUE_UPDATE {
             create(cp, &[opaque_under_our_name(&victim).1]);
         }

@@ -959,3 +959,184 @@ fn a_run_as_the_charts_service_account_writes_the_secrets_and_the_pull_secret_en
     }
     helm.expect(&["uninstall", release, "-n", ns], None);
 }
+
+/// A release in mode check runs as the check's own ServiceAccount, granted reads only: no
+/// refresh ServiceAccount or role, nothing that creates or patches a Secret. In mode
+/// refresh, check.podRights adds the check's account beside the refresh's, whose role
+/// reads no pod.
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn a_check_release_runs_as_the_check_account_granted_reads_only() {
+    let writes = [
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+        "*",
+    ];
+    for values in [
+        json!({"mode": "check", "check": {"podRights": true}}),
+        json!({"mode": "check", "check": {"podRights": true}, "scope": "namespaced",
+               "namespaces": ["team-a", "team-b"]}),
+        json!({"mode": "check"}),
+    ] {
+        let docs = render(&values);
+        let cronjob = one(&docs, "CronJob");
+        assert_eq!(
+            cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"],
+            "ecr-refresh-check",
+            "{values}"
+        );
+        assert_eq!(env_value(cronjob, "ECR_REFRESH_MODE"), "check");
+        let accounts: Vec<&Value> = of_kind(&docs, "ServiceAccount");
+        assert_eq!(
+            accounts.len(),
+            1,
+            "{values}: only the check's: {accounts:#?}"
+        );
+        assert_eq!(accounts[0]["metadata"]["name"], "ecr-refresh-check");
+        let roles: Vec<&Value> = docs
+            .iter()
+            .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+            .filter(|d| d["metadata"]["name"] != "ecr-refresh-admission")
+            .collect();
+        assert!(!roles.is_empty(), "{values}");
+        for role in roles {
+            assert_eq!(role["metadata"]["name"], "ecr-refresh-check", "{role}");
+            for rule in role["rules"].as_array().expect("rules") {
+                let verbs = rule["verbs"].as_array().expect("verbs");
+                assert!(
+                    verbs
+                        .iter()
+                        .all(|v| !writes.contains(&v.as_str().unwrap_or("*"))),
+                    "{values}: {} grants a write: {rule}",
+                    identity(role)
+                );
+            }
+            let pods = role["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["resources"] == json!(["pods"]));
+            assert_eq!(pods, values["check"]["podRights"] == true, "{role}");
+        }
+    }
+
+    let docs = render(&json!({"check": {"podRights": true}}));
+    let refresh = named(&docs, "ClusterRole", "ecr-refresh");
+    assert!(
+        !refresh["rules"].to_string().contains("pods"),
+        "the refresh's role reads no pod: {refresh}"
+    );
+    named(&docs, "ServiceAccount", "ecr-refresh-check");
+    named(&docs, "ClusterRole", "ecr-refresh-check");
+    assert_eq!(
+        one(&docs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"],
+        "ecr-refresh"
+    );
+}
+
+/// The NOTES' first-run lines: the wait they print returns for a failed run as for a done
+/// one, on a real kube-apiserver (no Job controller runs: the admin writes each Job's
+/// status as the controller would, through the status subresource).
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_notes_wait_returns_when_the_first_run_fails_as_when_it_is_done() {
+    let cp = ControlPlane::shared();
+    let ns = "notes-wait";
+    cp.create_namespace(ns);
+    let out = Helm::against(cp).expect(
+        &[
+            "install",
+            "notes",
+            &chart_path(),
+            "-n",
+            ns,
+            "--dry-run=client",
+        ],
+        None,
+    );
+    let notes = out
+        .split_once("NOTES:\n")
+        .unwrap_or_else(|| panic!("no NOTES in: {out}"))
+        .1;
+    let wait = notes
+        .lines()
+        .find(|l| l.trim_start().starts_with("kubectl wait "))
+        .unwrap_or_else(|| panic!("no kubectl wait in the NOTES: {notes}"))
+        .trim();
+    assert!(wait.contains("--timeout=10m"), "{wait}");
+
+    let now = "2026-12-01T08:00:00Z";
+    let later = "2026-12-01T08:01:00Z";
+    let condition =
+        |kind: &str| json!({"type": kind, "status": "True", "lastTransitionTime": later});
+    for (job, status) in [
+        (
+            "notes-failed",
+            json!({"startTime": now, "failed": 2,
+                   "conditions": [condition("FailureTarget"), condition("Failed")]}),
+        ),
+        (
+            "notes-done",
+            json!({"startTime": now, "completionTime": later, "succeeded": 1,
+                   "conditions": [condition("SuccessCriteriaMet"), condition("Complete")]}),
+        ),
+    ] {
+        let body = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": job, "namespace": ns},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "run", "image": "example.com/run:1"}]}}}
+        });
+        let mut create = cp.kubectl();
+        create.args(["create", "-f", "-"]).stdin(Stdio::piped());
+        let mut child = create.stdout(Stdio::null()).spawn().expect("kubectl runs");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(body.to_string().as_bytes())
+            .expect("writing the Job");
+        assert!(child.wait().expect("kubectl ends").success(), "{job}");
+        cp.kubectl_run(&[
+            "patch",
+            "job",
+            job,
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &json!({ "status": status }).to_string(),
+        ]);
+
+        // The NOTES' line as printed, the shell's `job` set, a short timeout instead of 10m.
+        let script = format!(
+            "job={job}\n{}",
+            wait.replace("--timeout=10m", "--timeout=20s")
+        );
+        let path = format!(
+            "{}:{}",
+            cp.assets().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let started = Instant::now();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .env("PATH", path)
+            .env("KUBECONFIG", cp.admin_kubeconfig())
+            .env("KUBERC", "off")
+            .output()
+            .expect("sh runs");
+        assert!(
+            out.status.success(),
+            "{job}: {script}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(started.elapsed() < Duration::from_secs(15), "{job}");
+    }
+}

@@ -1,5 +1,6 @@
-//! `ecr-refresh check` against a real kube-apiserver (tests/control-plane), as ecr-refresh's
-//! ServiceAccount with a TokenRequest token, under the RBAC of the manifests installed by
+//! `ecr-refresh check` against a real kube-apiserver (tests/control-plane), as the check
+//! component's ServiceAccount (ecr-refresh-check; ecr-refresh's without the component) with a
+//! TokenRequest token, under the RBAC of the manifests installed by
 //! `kubectl apply -k`: the findings of tests/fake/check.rs that depend on what the server
 //! answers (pods listed with the real field selector, ServiceAccounts read, the real 403
 //! without the check component), and that a check sends no write, by the proxy's log and by
@@ -12,13 +13,16 @@ use crate::common;
 
 use common::manifests::copy;
 use common::real::{
-    RealHarness, admin, create, get, install_with, namespaces, wait_until_enforced, write_requests,
+    RealHarness, admin, create, get, install_with, message, namespaces, send, wait_until_enforced,
+    write_requests,
 };
 use common::*;
 use control_plane::ControlPlane;
 use serde_json::json;
 
 const OTHER: &str = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
+/// The check component's ServiceAccount: (namespace, name).
+const CHECK_ACCOUNT: (&str, &str) = ("ecr-refresh", "ecr-refresh-check");
 
 /// manifests/ installed with `component` (or none), its policy in force.
 fn install(cp: &ControlPlane, component: Option<&str>) {
@@ -152,13 +156,15 @@ fn a_check_on_a_real_server_reports_each_finding_and_sends_no_write() {
     back_off(&cp, "chk-stuck", "api-1", &image);
     pod(&cp, "chk-stuck", "other-1", &format!("{OTHER}/api:2"), None);
 
-    let writes_before = h.proxy.writes().len();
+    // The check as the component's own ServiceAccount: its pod rights are not the refresh's.
+    let checker = RealHarness::as_account(&cp, CHECK_ACCOUNT);
+    let writes_before = checker.proxy.writes().len();
     let counted_before = write_requests(&cp, &WRITABLE);
-    let exchanges_before = h.proxy.exchanges().len();
-    let calls_before = h.ecr.calls().len();
+    let exchanges_before = checker.proxy.exchanges().len();
+    let calls_before = checker.ecr.calls().len();
 
     let run = check(
-        &h,
+        &checker,
         &[
             ("ECR_REFRESH_NAMESPACES", "chk-*"),
             // What a refresh would act on: it must not, in a check.
@@ -225,17 +231,38 @@ fn a_check_on_a_real_server_reports_each_finding_and_sends_no_write() {
     assert_eq!(run.summary()["ok"], 1, "{}", run.stdout);
 
     // Read-only, by the proxy's log and by the server's own counters.
-    let sent: Vec<String> = h.proxy.exchanges()[exchanges_before..]
+    let sent: Vec<String> = checker.proxy.exchanges()[exchanges_before..]
         .iter()
         .map(|e| format!("{} {}?{} {}", e.method, e.path, e.query, e.status))
         .collect();
-    assert_eq!(h.proxy.writes().len(), writes_before, "a write: {sent:#?}");
+    assert_eq!(
+        checker.proxy.writes().len(),
+        writes_before,
+        "a write: {sent:#?}"
+    );
     assert_eq!(
         write_requests(&cp, &WRITABLE),
         counted_before,
         "the server counted writes during the check: {sent:#?}"
     );
-    assert_eq!(h.ecr.calls().len(), calls_before, "no token is asked for");
+    assert_eq!(
+        checker.ecr.calls().len(),
+        calls_before,
+        "no token is asked for"
+    );
+    // Nor could it write: RBAC grants the check's account nothing to write, and the
+    // admission policy doesn't hold it (there is nothing of it to narrow).
+    let token = cp.service_account_token(CHECK_ACCOUNT.0, CHECK_ACCOUNT.1);
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": b64(r#"{"auths":{}}"#)}});
+    let path = "/api/v1/namespaces/chk-missing/secrets?dryRun=All";
+    let (status, body) = send(&cp, &token, "POST", path, "application/json", &secret);
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        message(&body).contains("cannot create resource \"secrets\""),
+        "refused by RBAC: {body}"
+    );
     assert!(get(&cp, "secret", "chk-missing", SECRET).is_none());
     // The real server answered the pod lists, with the field selector a kubelet's
     // finished pods are left out by.

@@ -47,6 +47,28 @@ app.kubernetes.io/name: {{ include "ecr-refresh.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/*
+The check's own ServiceAccount, ClusterRole (or Roles) and bindings, <fullname>-check:
+rendered with check.podRights, or for a release in mode check. The check writes nothing, so
+its account is granted nothing to write, and the refresh's account no right to read pods.
+*/}}
+{{- define "ecr-refresh.checkAccount" -}}
+{{- or .Values.check.podRights (eq .Values.mode "check") }}
+{{- end }}
+
+{{- define "ecr-refresh.checkName" -}}
+{{- printf "%s-check" (include "ecr-refresh.fullname" .) }}
+{{- end }}
+
+{{/* The ServiceAccount a run's pod uses: the check's in mode check, else the refresh's. */}}
+{{- define "ecr-refresh.podServiceAccountName" -}}
+{{- if eq .Values.mode "check" }}
+{{- include "ecr-refresh.checkName" . }}
+{{- else }}
+{{- include "ecr-refresh.serviceAccountName" . }}
+{{- end }}
+{{- end }}
+
 {{/* The ServiceAccount the runs use; RBAC and the admission policy name the same one. */}}
 {{- define "ecr-refresh.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
@@ -141,7 +163,7 @@ template:
     # On SIGTERM (a drain, or the Job's deadline) a run gives writes in flight 20 s,
     # then prints its summary and exits: well inside this grace.
     terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds | int64 }}
-    serviceAccountName: {{ include "ecr-refresh.serviceAccountName" . }}
+    serviceAccountName: {{ include "ecr-refresh.podServiceAccountName" . }}
     # ecr-refresh talks to the API server as this ServiceAccount.
     automountServiceAccountToken: true
     {{- with .Values.imagePullSecrets }}
@@ -350,15 +372,22 @@ adds namespaces: list. Rule 0's name follows secretName.
 {{- end }}
 
 {{/*
-check.podRights: what `ecr-refresh check` reads, read-only (manifests/components/check):
-pods, for the images they pull and whether they are stuck pulling, and ServiceAccounts, for
-their imagePullSecrets.
+What `ecr-refresh check` reads, read-only: its Secret by name; with check.podRights
+(manifests/components/check) pods, for the images they pull and whether they are stuck
+pulling, and ServiceAccounts, for their imagePullSecrets.
 */}}
 {{- define "ecr-refresh.checkRules" -}}
+# Read the Secret, by name only: a check writes nothing.
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: [{{ .Values.secretName | quote }}]
+  verbs: ["get"]
 {{- if .Values.check.podRights }}
+# The pods, for the images they pull and whether they are stuck pulling.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list"]
+# Their ServiceAccounts, for imagePullSecrets.
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get"]
