@@ -8,7 +8,7 @@ use control_plane::ControlPlane;
 
 use crate::common::docs;
 use crate::common::manifests::copy;
-use crate::common::real::{install, kubectl};
+use crate::common::real::{install_with, kubectl};
 
 /// The shell commands in the docs' `sh` blocks that start with `kubectl` and run a pod, each
 /// with its continuation lines joined, and where it was found.
@@ -96,12 +96,14 @@ fn every_kubectl_run_in_the_docs_passes_a_server_dry_run_under_restricted_pod_se
     let cp = &ControlPlane::start();
     let manifests = copy();
     let kubectl_program = cp.assets().join("kubectl");
-    install(
+    // With the check component: the check's command runs as its own ServiceAccount.
+    install_with(
         cp,
         &kubectl_program,
         &manifests.path().join("manifests"),
         "",
-        false,
+        "",
+        Some("check"),
     );
     let runs = kubectl_runs();
     assert!(!runs.is_empty(), "no kubectl run in the docs");
