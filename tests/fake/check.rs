@@ -769,6 +769,59 @@ fn edited(h: &Harness, ns: &str, manager: &str, change: impl FnOnce(&mut Value))
     h.cluster.seed(Resource::Secrets, secret, manager);
 }
 
+/// Go's encoding/json reads `Auths` into the same map as `auths` (later keys winning), so a
+/// stale entry for our host there is what the kubelet may pull with: the refresh and the
+/// check both call it `entries-changed`, and the refresh moves our host's entry out of it.
+#[test]
+fn a_stale_entry_for_our_host_under_another_case_of_auths_is_due_and_replaced() {
+    let h = Harness::new();
+    refreshed(&h, &["team-a"], &[]);
+    let foreign = r#"{ "auth" : "Zm9vOmJhcg==" }"#;
+    edited(&h, "team-a", "helm", |secret| {
+        let text = String::from_utf8(docker_config_bytes(secret)).unwrap();
+        let stale = format!(
+            r#"{},"Auths":{{"ghcr.io":{foreign},"{REGISTRY}":{{"username":"AWS","password":"stale","auth":"{}"}}}}}}"#,
+            text.strip_suffix('}').unwrap(),
+            b64("AWS:stale")
+        );
+        secret["data"][".dockerconfigjson"] = json!(b64(&stale));
+    });
+
+    // With RENEW_BEFORE under a token's life a refresh names the edit, not the expiry.
+    let renew = [("ECR_REFRESH_RENEW_BEFORE", "8h")];
+    let (due, run) = due_and_check(&h, "team-a", &renew);
+
+    assert_eq!(due, "entries-changed");
+    run.expect_code(1);
+    assert_eq!(run.finding_kinds("team-a"), ["entries-changed"]);
+
+    let refresh = h.run(&renew);
+    refresh.expect_code(0);
+    assert_eq!(refresh.outcome("team-a"), "updated", "{}", refresh.stdout);
+    let secret = h.secret("team-a").unwrap();
+    let text = String::from_utf8(docker_config_bytes(&secret)).unwrap();
+    let value = docker_config(&secret);
+    // What the kubelet reads for our host: the one entry under any case of `auths`.
+    for (key, entries) in value.as_object().unwrap() {
+        if key.eq_ignore_ascii_case("auths") && key != "auths" {
+            assert!(entries.get(REGISTRY).is_none(), "{text}");
+        }
+    }
+    let fresh = h.ecr.passwords_issued().last().unwrap().clone();
+    assert_eq!(password(&secret, REGISTRY), fresh);
+    assert_eq!(
+        value["auths"][REGISTRY]["auth"],
+        b64(&format!("AWS:{fresh}"))
+    );
+    assert!(!text.contains("stale"), "{text}");
+    // Another host's entry stays where it was, byte for byte.
+    assert!(
+        text.contains(&format!(r#""Auths":{{"ghcr.io":{foreign}}}"#)),
+        "{text}"
+    );
+    check(&h, &renew).expect_code(0);
+}
+
 /// A dry run's `due` for `ns`, and the check's findings there, with the same environment.
 fn due_and_check(h: &Harness, ns: &str, env: &[(&str, &str)]) -> (String, Run) {
     let mut dry = env.to_vec();
