@@ -8,10 +8,10 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::aws::registry::{RegistryHost, normalize};
+use crate::aws::registry::RegistryHost;
 use crate::pull_secret::due::{self, Due, Policy, Registries, TOKEN_LIFETIME};
 use crate::pull_secret::write::{self, SecretError};
-use crate::pull_secret::{DATA_KEY, SECRET_TYPE, docker_config};
+use crate::pull_secret::{DATA_KEY, SECRET_TYPE, docker_config, keyring};
 
 /// One thing that keeps (or will keep) pods in a namespace from pulling from ECR.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -218,7 +218,8 @@ impl fmt::Display for Finding {
 #[derive(Debug, Default)]
 pub struct SecretState {
     pub findings: Vec<Finding>,
-    /// The hosts its `auths` has entries for, as the kubelet matches them.
+    /// Its `auths` entries as the kubelet's keyring indexes them (`keyring::key`): a host,
+    /// or a host and a path.
     pub entries: BTreeSet<String>,
     /// What a refresh's `due` would say, when that is a finding here.
     pub due: Option<String>,
@@ -259,10 +260,10 @@ pub fn secret_findings(
             .push(Finding::Unreadable(format!("it has no {DATA_KEY}")));
         return state;
     };
-    state.entries = docker_config::auths_keys(&value.0)
+    state.entries = docker_config::kubelet_auths(&value.0)
         .unwrap_or_default()
         .iter()
-        .map(|k| normalize(k))
+        .filter_map(|(k, _)| keyring::key(k))
         .collect();
     let reasons = due::reasons(Some(secret), policy, now);
     let mut missing = Vec::new();
@@ -282,7 +283,7 @@ pub fn secret_findings(
             }
             // No entry at all, as the kubelet reads the Secret; or an entry ecr-refresh did not
             // record as its own, which the next refresh replaces.
-            Due::MissingRegistry(host) if !has_entry(&state.entries, host, policy) => {
+            Due::MissingRegistry(host) if !has_entry(&state, host, policy) => {
                 missing.push(host.clone());
             }
             other => state.findings.push(Finding::Due {
@@ -303,14 +304,24 @@ pub fn secret_findings(
     state
 }
 
-/// Whether the Secret has an entry the kubelet would use for `host`: for the caller's own
-/// registry, which only ECR can name (`due` says "the caller's own registry in REGION"), any
-/// private registry in the region.
-fn has_entry(entries: &BTreeSet<String>, host: &str, policy: &Policy<'_>) -> bool {
+impl SecretState {
+    /// Whether an entry serves `target` (an image's repository, or a bare host: every image
+    /// on it) as the kubelet's keyring matches them: `HOST/team-x` does not serve `HOST/web`.
+    pub fn serves(&self, target: &str) -> bool {
+        self.entries.iter().any(|key| keyring::matches(key, target))
+    }
+}
+
+/// Whether the Secret has an entry the kubelet would use for every image on `host`: for the
+/// caller's own registry, which only ECR can name (`due` says "the caller's own registry in
+/// REGION"), any private registry in the region.
+fn has_entry(state: &SecretState, host: &str, policy: &Policy<'_>) -> bool {
     match (RegistryHost::from_str(host), policy.registries) {
-        (Ok(_), _) => entries.contains(host),
-        (Err(_), Registries::Own { region, .. }) => entries.iter().any(|e| {
-            RegistryHost::from_str(e).is_ok_and(|h| Some(h.region()) == region && !h.is_public())
+        (Ok(_), _) => state.serves(host),
+        (Err(_), Registries::Own { region, .. }) => state.entries.iter().any(|e| {
+            !e.contains('/')
+                && RegistryHost::from_str(e)
+                    .is_ok_and(|h| Some(h.region()) == region && !h.is_public())
         }),
         (Err(_), Registries::Configured(_)) => false,
     }
@@ -561,6 +572,26 @@ mod tests {
             assert_eq!(kinds(&state), [kind], "{case}");
             assert!(state.findings[0].blocks_every_pull() || kind == "not-writable");
         }
+    }
+
+    /// keyring.go matches an entry's host and path: `HOST/team-x` serves only images under
+    /// team-x, so it is no entry for HOST.
+    #[test]
+    fn a_path_scoped_entry_is_no_entry_for_its_host() {
+        let configured: Vec<RegistryHost> = vec![HOST.parse().unwrap()];
+        let policy = Policy {
+            renew_before: HOUR * 8,
+            registries: Registries::Configured(&configured),
+        };
+        let scoped = edited(
+            ours(&[HOST], &at(11)),
+            &format!(r#""{HOST}":"#),
+            &format!(r#""{HOST}/team-x":"#),
+        );
+        let state = secret_findings(Some(&scoped), &policy, now());
+        assert_eq!(kinds(&state), ["no-entry"]);
+        assert!(state.serves(&format!("{HOST}/team-x/web")));
+        assert!(!state.serves(&format!("{HOST}/web")));
     }
 
     #[test]

@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 use reqwest::header::WWW_AUTHENTICATE;
 use reqwest::{Client, Method, Url};
@@ -19,10 +18,9 @@ use tokio::sync::OnceCell;
 
 use super::findings::Finding;
 use crate::aws::login::{self, AuthError, Authenticated, Credentials, Request};
-use crate::aws::registry::normalize;
 use crate::logging::error_chain;
 use crate::pull_secret::DATA_KEY;
-use crate::pull_secret::docker_config;
+use crate::pull_secret::{docker_config, keyring};
 
 /// What a container runtime accepts for a manifest (containerd's resolver sends these).
 const MANIFEST_TYPES: &str = "application/vnd.docker.distribution.manifest.v2+json, \
@@ -31,34 +29,32 @@ const MANIFEST_TYPES: &str = "application/vnd.docker.distribution.manifest.v2+js
 /// How much of a registry's answer a finding quotes.
 const ANSWER_CHARS: usize = 300;
 
-/// The stored credentials for `host`: `username` and `password`, or `auth` (base64 of
-/// `user:password`), of the first entry whose key names the host as the kubelet matches it.
-pub fn credentials(secret: &Secret, host: &str) -> Option<Credentials> {
-    let value = secret.data.as_ref()?.get(DATA_KEY)?;
-    let entries = docker_config::auths(&value.0).ok()?;
-    let (_, entry) = entries.iter().find(|(k, _)| normalize(k) == host)?;
-    #[derive(serde::Deserialize)]
-    struct Entry {
-        username: Option<String>,
-        password: Option<String>,
-        auth: Option<String>,
-    }
-    let entry: Entry = serde_json::from_str(entry.get()).ok()?;
-    if let (Some(username), Some(password)) = (entry.username, entry.password) {
-        return Some(Credentials {
-            username,
-            password: SecretString::from(password),
-        });
-    }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(entry.auth?.trim())
-        .ok()?;
-    let text = String::from_utf8(decoded).ok()?;
-    let (username, password) = text.split_once(':')?;
-    Some(Credentials {
-        username: username.to_owned(),
-        password: SecretString::from(password.to_owned()),
-    })
+/// The stored credentials the kubelet pulls `image` with: of the entries whose keyring key
+/// serves the image's repository (`keyring::matches`), the most specific, as the keyring's
+/// reverse-sorted index tries them first (keyring.go `BasicDockerKeyring.Add`); read as the
+/// kubelet reads an entry, `auth` before `username` and `password` (`keyring::credentials`).
+/// Ok(None): no entry serves it. Err: the kubelet can't read the entry, with why.
+pub fn credentials(secret: &Secret, image: &str) -> Result<Option<Credentials>, String> {
+    let Some(value) = secret.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
+        return Ok(None);
+    };
+    let entries = docker_config::kubelet_auths(&value.0).map_err(|e| e.to_string())?;
+    let repository = keyring::repository(image);
+    let mut serving: Vec<(String, &str)> = entries
+        .iter()
+        .filter_map(|(k, v)| Some((keyring::key(k)?, v.get())))
+        .filter(|(key, _)| keyring::matches(key, repository))
+        .collect();
+    // Stable: for one key, the first entry in the document.
+    serving.sort_by(|a, b| b.0.cmp(&a.0));
+    let Some((_, entry)) = serving.first() else {
+        return Ok(None);
+    };
+    let (username, password) = keyring::credentials(entry)?;
+    Ok(Some(Credentials {
+        username,
+        password: SecretString::from(password),
+    }))
 }
 
 /// `repository` and `reference` (tag or digest) of an image on `host`.
@@ -260,7 +256,69 @@ async fn answer(response: reqwest::Response) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use base64::Engine as _;
+    use k8s_openapi::ByteString;
+
     use super::*;
+
+    const HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+
+    fn secret(value: &str) -> Secret {
+        Secret {
+            data: Some(BTreeMap::from([(
+                DATA_KEY.to_owned(),
+                ByteString(value.as_bytes().to_vec()),
+            )])),
+            ..Secret::default()
+        }
+    }
+
+    fn password(secret: &Secret, image: &str) -> Option<String> {
+        credentials(secret, image)
+            .unwrap()
+            .map(|c| c.password.expose_secret().to_owned())
+    }
+
+    /// The login is tried with what the kubelet pulls with: `auth` before `password`
+    /// (config.go `DockerConfigEntry.UnmarshalJSON`), the most specific entry serving the
+    /// image (keyring.go), under any letter case of `auths` (Go's encoding/json).
+    #[test]
+    fn the_login_uses_the_credentials_the_kubelet_pulls_with() {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let image = format!("{HOST}/web:1");
+        let stale_auth = secret(&format!(
+            r#"{{"auths":{{"{HOST}":{{"username":"AWS","password":"fresh","auth":"{}"}}}}}}"#,
+            b64("AWS:stale")
+        ));
+        assert_eq!(password(&stale_auth, &image).as_deref(), Some("stale"));
+        let only_password = secret(&format!(
+            r#"{{"auths":{{"{HOST}":{{"username":"AWS","password":"p"}}}}}}"#
+        ));
+        assert_eq!(password(&only_password, &image).as_deref(), Some("p"));
+        let scoped = secret(&format!(
+            r#"{{"auths":{{"{HOST}":{{"auth":"{}"}},"{HOST}/team-x":{{"auth":"{}"}}}}}}"#,
+            b64("AWS:host"),
+            b64("AWS:team")
+        ));
+        assert_eq!(password(&scoped, &image).as_deref(), Some("host"));
+        assert_eq!(
+            password(&scoped, &format!("{HOST}/team-x/web:1")).as_deref(),
+            Some("team")
+        );
+        let only_scoped = secret(&format!(
+            r#"{{"auths":{{"{HOST}/team-x":{{"auth":"{}"}}}}}}"#,
+            b64("AWS:team")
+        ));
+        assert_eq!(password(&only_scoped, &image), None);
+        let folded = secret(&format!(
+            r#"{{"auths":{{"{HOST}":{{"password":"ours"}}}},"Auths":{{"{HOST}":{{"PASSWORD":"later"}}}}}}"#
+        ));
+        assert_eq!(password(&folded, &image).as_deref(), Some("later"));
+        let undecodable = secret(&format!(r#"{{"auths":{{"{HOST}":{{"auth":"%%%"}}}}}}"#));
+        assert!(credentials(&undecodable, &image).is_err());
+    }
 
     #[test]
     fn an_image_names_its_repository_and_tag_or_digest() {

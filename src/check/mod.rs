@@ -395,7 +395,7 @@ async fn accounts(
             Err(e) => {
                 if !shared.accounts_refused.swap(true, Ordering::Relaxed) {
                     warn!(%namespace, serviceaccount = name, error = %e,
-                        "ServiceAccounts could not be read: pods wired only through them are not reported");
+                        "ServiceAccounts could not be read: the advice for pods not wired names none");
                 }
                 Account::Unknown
             }
@@ -417,22 +417,21 @@ async fn logins(
     let mut first: BTreeMap<String, String> = BTreeMap::new();
     for image in using.iter().flat_map(|p| pods::ecr_images(p)) {
         let host = image.host.host();
-        if managed.covers(&image.host) && state.entries.contains(host) {
+        if managed.covers(&image.host)
+            && state.serves(crate::pull_secret::keyring::repository(&image.image))
+        {
             first.entry(host.to_owned()).or_insert(image.image);
         }
     }
     let mut refused = BTreeMap::new();
     for (host, image) in first {
-        let Some(credentials) = login::credentials(secret, &host) else {
-            refused.insert(
-                host.clone(),
-                Finding::LoginFailed {
-                    host,
-                    image,
-                    error: "its entry holds no username and password (nor auth)".into(),
-                },
-            );
-            continue;
+        let credentials = match login::credentials(secret, &image) {
+            Ok(Some(credentials)) => credentials,
+            found => {
+                let error = found.err().unwrap_or_else(|| "no entry serves it".into());
+                refused.insert(host.clone(), Finding::LoginFailed { host, image, error });
+                continue;
+            }
         };
         if let Some(finding) = shared.logins.try_image(&host, &image, &credentials).await {
             refused.insert(host, finding);

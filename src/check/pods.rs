@@ -66,7 +66,9 @@ pub struct EcrImage {
     pub host: RegistryHost,
 }
 
-/// The images of a pod's containers, init containers and ephemeral containers on ECR hosts.
+/// The images of a pod's containers, init containers and ephemeral containers on private ECR
+/// hosts. An image on ECR Public (`public.ecr.aws`) is pulled anonymously whatever the pod
+/// lists, so it is never a finding: it needs neither our entry nor the wiring.
 pub fn ecr_images(pod: &Pod) -> Vec<EcrImage> {
     let Some(spec) = &pod.spec else {
         return Vec::new();
@@ -87,6 +89,9 @@ pub fn ecr_images(pod: &Pod) -> Vec<EcrImage> {
         .filter_map(|(name, image)| {
             let image = image.as_deref()?;
             let host = RegistryHost::from_str(image_host(image)?).ok()?;
+            if host.is_public() {
+                return None;
+            }
             Some(EcrImage {
                 container: name.clone(),
                 image: image.to_owned(),
@@ -165,7 +170,7 @@ pub enum Account {
         lists_secret: bool,
     },
     Missing,
-    /// Not readable (no rights, an error): nothing is said about wiring through it.
+    /// Not readable (no rights, an error): the advice on a pod not wired names no account.
     Unknown,
 }
 
@@ -179,23 +184,57 @@ pub struct Context<'a> {
     pub logins: &'a BTreeMap<String, Finding>,
 }
 
-/// Why the pod is not wired to `secret` (None: it is, or nothing can be said): the one
-/// decision of whether a pod pulls with the Secret.
+/// Why the pod is not wired to `secret` (None: it is): the one decision of whether a pod
+/// pulls with the Secret.
+///
+/// The kubelet reads only the pod's own `spec.imagePullSecrets` (pkg/kubelet/kubelet_pods.go
+/// `getPullSecretsForPod`). A ServiceAccount's list reaches a pod once, when it is created
+/// and only when it sets none (plugin/pkg/admission/serviceaccount `Admit`), so what the
+/// ServiceAccount lists now decides nothing: it only shapes what to do about it.
 pub fn not_wired(pod: &Pod, secret: &str, accounts: &HashMap<String, Account>) -> Option<String> {
     if references_directly(pod, secret) {
         return None;
     }
-    match accounts.get(service_account(pod)) {
+    let own: Vec<&str> = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.image_pull_secrets.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| r.name.as_str())
+        .collect();
+    let account = service_account(pod);
+    if !own.is_empty() {
+        return Some(format!(
+            "the pod lists its own imagePullSecrets [{}] without {secret}, and the kubelet reads \
+             only those (a ServiceAccount's list never reaches a pod that sets its own): add \
+             {secret} to the imagePullSecrets of its owner's pod template, then recreate the pods",
+            own.join(", ")
+        ));
+    }
+    Some(match accounts.get(account) {
+        Some(Account::Found { lists_secret: true }) => format!(
+            "the pod lists no imagePullSecrets: it was created before its ServiceAccount listed \
+             {secret}, and the kubelet reads only the pod's own list; recreate the pods (e.g. \
+             kubectl rollout restart of the owner)"
+        ),
         Some(Account::Found {
             lists_secret: false,
-        }) => Some(format!(
-            "neither the pod nor its ServiceAccount lists {secret} in imagePullSecrets"
-        )),
-        Some(Account::Missing) => Some(format!(
-            "the pod does not list {secret} in imagePullSecrets, and its ServiceAccount does not exist"
-        )),
-        _ => None,
-    }
+        }) => format!(
+            "neither the pod nor its ServiceAccount lists {secret} in imagePullSecrets: add it to \
+             the ServiceAccount (ECR_REFRESH_SERVICE_ACCOUNTS) or to the owner's pod template, then \
+             recreate the pods"
+        ),
+        Some(Account::Missing) => format!(
+            "the pod does not list {secret} in imagePullSecrets, and its ServiceAccount does not \
+             exist: list {secret} in the owner's pod template, then recreate the pods"
+        ),
+        Some(Account::Unknown) | None => format!(
+            "the pod does not list {secret} in its own imagePullSecrets, the only list the kubelet \
+             reads: list it in the owner's pod template (or in the ServiceAccount's, for pods \
+             created after), then recreate the pods"
+        ),
+    })
 }
 
 /// The pods' findings, those of one controller merged into one with a count.

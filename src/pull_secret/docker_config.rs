@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::aws::ecr::Credential;
 use crate::aws::registry::normalize;
+use crate::pull_secret::keyring::go_fold_eq;
 
 /// The merged `.dockerconfigjson` bytes. They hold passwords: `Debug` does not print them.
 pub struct DockerConfigJson {
@@ -104,10 +105,36 @@ pub fn merge(
     let mut out = String::from("{\"auths\":");
     write_object(&mut out, &entries);
     for (key, value) in &top {
+        let mut value = value.get().to_owned();
+        if is_variant(key) {
+            // Another letter case of `auths`: the kubelet reads its entries into the same map
+            // as ours, after them when it comes later. Ours are taken out of it (they are
+            // written above), every other entry stays as it is; a null (which would empty
+            // the map, ours included) or a variant left empty goes.
+            let Some(entries) = members(value.as_bytes()) else {
+                continue;
+            };
+            let mut others: Entries = Vec::new();
+            for (k, v) in entries {
+                if ours_now.iter().any(|host| is_entry_for(&k, host)) {
+                    continue;
+                }
+                if ours_before.iter().any(|host| is_entry_for(&k, host)) {
+                    dropped.push(k);
+                    continue;
+                }
+                others.push((k, v));
+            }
+            if others.is_empty() {
+                continue;
+            }
+            value.clear();
+            write_object(&mut value, &others);
+        }
         out.push(',');
         out.push_str(&serde_json::to_string(key).expect("a string serialises"));
         out.push(':');
-        out.push_str(value.get());
+        out.push_str(&value);
     }
     out.push('}');
     Ok(DockerConfigJson {
@@ -127,6 +154,52 @@ pub fn auths(bytes: &[u8]) -> Result<Vec<(String, Box<RawValue>)>, UnreadableDoc
     Ok(split(bytes)?.1)
 }
 
+/// The keys of the entries under another letter case of `auths` (`Auths`, `AUTHS`): the
+/// kubelet reads them as `auths` entries; only a write under `auths` keeps them apart.
+pub fn variant_keys(bytes: &[u8]) -> Result<Vec<String>, UnreadableDockerConfig> {
+    Ok(split(bytes)?
+        .0
+        .into_iter()
+        .filter(|(k, _)| is_variant(k))
+        .flat_map(|(_, v)| members(v.get().as_bytes()).unwrap_or_default())
+        .map(|(k, _)| k)
+        .collect())
+}
+
+/// The `auths` entries as the kubelet reads them: Go's encoding/json decodes every member
+/// whose name is `auths` in any letter case into the one map of `DockerConfigJSON.Auths`
+/// (pkg/credentialprovider/config.go), in document order: an object adds its entries, a
+/// later entry replacing an earlier one of the same key, and a null empties the map.
+pub fn kubelet_auths(bytes: &[u8]) -> Result<Entries, UnreadableDockerConfig> {
+    split(bytes)?;
+    let mut map: Entries = Vec::new();
+    for (key, value) in members(bytes).unwrap_or_default() {
+        if !go_fold_eq(&key, "auths") {
+            continue;
+        }
+        if value.get() == "null" {
+            map.clear();
+            continue;
+        }
+        for (k, v) in members(value.get().as_bytes()).unwrap_or_default() {
+            map.retain(|(existing, _)| *existing != k);
+            map.push((k, v));
+        }
+    }
+    Ok(map)
+}
+
+/// The members of a JSON object in document order, duplicates included, each value as it is
+/// written (None: not a JSON object).
+pub fn members(bytes: &[u8]) -> Option<Entries> {
+    serde_json::from_slice::<Ordered>(bytes).ok().map(|o| o.0)
+}
+
+/// A top-level name the kubelet reads as `auths`, other than `auths` itself.
+fn is_variant(key: &str) -> bool {
+    key != "auths" && go_fold_eq(key, "auths")
+}
+
 fn entry(password: &SecretString) -> Box<RawValue> {
     let password = password.expose_secret();
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("AWS:{password}"));
@@ -134,7 +207,7 @@ fn entry(password: &SecretString) -> Box<RawValue> {
     RawValue::from_string(json.to_string()).expect("serde_json writes valid JSON")
 }
 
-type Entries = Vec<(String, Box<RawValue>)>;
+pub type Entries = Vec<(String, Box<RawValue>)>;
 
 /// Splits a docker config into its other top-level keys and its `auths` entries, in order.
 /// `"auths": null` is no entries, as a missing `auths` is: Go writes a nil map as null.
@@ -154,33 +227,53 @@ fn split(bytes: &[u8]) -> Result<(Entries, Entries), UnreadableDockerConfig> {
             )
         })
     })?;
-    let Some(object) = value.as_object() else {
+    if !value.is_object() {
         return Err(unreadable(format!(
             " is {}, not an object",
             kind_of(&value)
         )));
-    };
-    match object.get("auths") {
-        None | Some(serde_json::Value::Null | serde_json::Value::Object(_)) => {}
-        Some(other) => {
-            return Err(unreadable(format!(
-                "'s `auths` is {}, not an object",
-                kind_of(other)
-            )));
-        }
     }
-    // Checked above: an object, with `auths` an object or null. Read again for the order and
-    // the bytes of each value.
+    // Read again for the order, the bytes of each value, and every member the kubelet reads as
+    // `auths` (a JSON object may repeat a name; serde_json's object above keeps the last).
     let unexpected = |_| unreadable(" could not be read as a JSON object".to_owned());
     let Ordered(top) = serde_json::from_slice::<Ordered>(bytes).map_err(unexpected)?;
-    let mut auths = Vec::new();
+    for (key, value) in &top {
+        if !go_fold_eq(key, "auths") {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(value.get()).map_err(unexpected)?;
+        if !matches!(
+            value,
+            serde_json::Value::Null | serde_json::Value::Object(_)
+        ) {
+            let kind = kind_of(&value);
+            return Err(unreadable(if key == "auths" {
+                format!("'s `auths` is {kind}, not an object")
+            } else {
+                format!(
+                    "'s `{key}` is {kind}, not an object, and the kubelet reads every letter \
+                     case of `auths` as `auths`, so it can't read this Secret: remove `{key}` \
+                     or make it an object"
+                )
+            }));
+        }
+    }
+    // `auths` as the kubelet merges its repeats (a null empties it); other letter cases are
+    // kept among the other members, for `merge` to take our entries out of.
+    let mut auths: Entries = Vec::new();
     let mut rest = Vec::new();
     for (key, value) in top {
         if key == "auths" {
-            if value.get() != "null" {
-                auths = serde_json::from_str::<Ordered>(value.get())
+            if value.get() == "null" {
+                auths.clear();
+            } else {
+                for (k, v) in serde_json::from_str::<Ordered>(value.get())
                     .map_err(unexpected)?
-                    .0;
+                    .0
+                {
+                    auths.retain(|(existing, _)| *existing != k);
+                    auths.push((k, v));
+                }
             }
         } else {
             rest.push((key, value));
@@ -426,6 +519,100 @@ mod tests {
             assert_eq!(value["credsStore"], "x");
             assert!(out.kept.is_empty());
         }
+    }
+
+    /// The `auths` entries the kubelet reads, as Go's encoding/json decodes them into
+    /// `DockerConfigJSON` (pkg/credentialprovider/config.go): every letter case of `auths`
+    /// into one map, in document order, later keys winning, a null emptying it.
+    #[test]
+    fn the_kubelet_reads_every_letter_case_of_auths_into_one_map() {
+        let view = |text: &str| -> Vec<(String, String)> {
+            kubelet_auths(text.as_bytes())
+                .unwrap()
+                .into_iter()
+                .map(|(k, v)| (k, v.get().to_owned()))
+                .collect()
+        };
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            view(r#"{"auths":{"a":1,"b":2},"Auths":{"a":3}}"#),
+            [pair("b", "2"), pair("a", "3")]
+        );
+        assert_eq!(
+            view(r#"{"Auths":{"a":3},"auths":{"a":1}}"#),
+            [pair("a", "1")]
+        );
+        assert_eq!(view(r#"{"auths":{"a":1},"AUTHS":null}"#), []);
+        assert_eq!(
+            view(r#"{"auths":{"a":1},"authſ":{"c":4},"credsStore":"x"}"#),
+            [pair("a", "1"), pair("c", "4")]
+        );
+        assert_eq!(
+            view(r#"{"auths":{"a":1},"auth":{"c":4}}"#),
+            [pair("a", "1")]
+        );
+        assert!(kubelet_auths(br#"{"auths":{},"Auths":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn our_entries_under_another_letter_case_of_auths_are_taken_out_and_others_kept_as_they_are() {
+        let foreign = r#"{ "auth" : "Zm9vOmJhcg==" }"#;
+        let current = format!(
+            r#"{{"auths":{{"quay.io":{{"auth":"eDp5"}}}},"Auths":{{"ghcr.io":{foreign},"{A}":{{"Password":"stale","username":"AWS"}}}},"AUTHS":{{"https://{B}":{{"auth":"b2xk"}}}},"auThs":null,"credsStore":"x"}}"#
+        );
+        let (value, out) = merged(Some(&current), &[(A, "new")], &[A, B]);
+        let text = String::from_utf8(out.bytes.clone()).unwrap();
+        // Another host's entry stays under its key, byte for byte.
+        assert!(
+            text.contains(&format!(r#""Auths":{{"ghcr.io":{foreign}}}"#)),
+            "{text}"
+        );
+        assert!(!text.contains("stale") && !text.contains("b2xk"), "{text}");
+        // A variant left empty, and a null one (which would empty the map), go.
+        assert!(
+            value.get("AUTHS").is_none() && value.get("auThs").is_none(),
+            "{text}"
+        );
+        assert_eq!(value["credsStore"], "x");
+        assert_eq!(out.dropped, [format!("https://{B}")]);
+        // What the kubelet reads for our host is ours.
+        let entries = kubelet_auths(&out.bytes).unwrap();
+        let ours: Vec<&str> = entries
+            .iter()
+            .filter(|(k, _)| is_entry_for(k, A))
+            .map(|(_, v)| v.get())
+            .collect();
+        assert_eq!(ours.len(), 1, "{text}");
+        assert!(ours[0].contains(r#""password":"new""#), "{text}");
+    }
+
+    #[test]
+    fn another_letter_case_of_auths_that_is_no_object_is_refused_saying_what_to_do() {
+        let host = RegistryHost::from_str(A).unwrap();
+        let password = SecretString::from("p");
+        let ours = [Credential {
+            registry: &host,
+            password: &password,
+        }];
+        let error = merge(Some(br#"{"auths":{},"Auths":["hunter2"]}"#), &ours, &[])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "its .dockerconfigjson's `Auths` is a JSON array, not an object, and the kubelet \
+             reads every letter case of `auths` as `auths`, so it can't read this Secret: remove \
+             `Auths` or make it an object"
+        );
+    }
+
+    #[test]
+    fn repeated_auths_are_read_as_the_kubelet_merges_them() {
+        let current =
+            r#"{"auths":{"quay.io":{"auth":"eDp5"}},"auths":{"ghcr.io":{"auth":"eg=="}}}"#;
+        let (value, out) = merged(Some(current), &[(A, "new")], &[]);
+        assert_eq!(value["auths"]["quay.io"]["auth"], "eDp5");
+        assert_eq!(value["auths"]["ghcr.io"]["auth"], "eg==");
+        assert_eq!(out.kept, ["quay.io", "ghcr.io"]);
     }
 
     #[test]

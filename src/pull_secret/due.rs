@@ -255,7 +255,8 @@ fn content(secret: &Secret, policy: &Policy<'_>) -> Vec<Due> {
     let mut due = registries_due(&recorded, &keys, policy.registries);
     let ours: Vec<&str> = recorded.iter().map(String::as_str).collect();
     if due.is_empty()
-        && annotation(secret, DIGEST_ANNOTATION) != Some(digest(&entries, &ours).as_str())
+        && (annotation(secret, DIGEST_ANNOTATION) != Some(digest(&entries, &ours).as_str())
+            || variant_holds_ours(secret, &ours, policy.registries))
     {
         due.push(Due::EntriesChanged);
     }
@@ -263,6 +264,28 @@ fn content(secret: &Secret, policy: &Policy<'_>) -> Vec<Due> {
         due.push(Due::LastAppliedHoldsPassword);
     }
     due
+}
+
+/// Whether another letter case of `auths` (`Auths`) holds an entry for one of our hosts: the
+/// kubelet reads it into the same map as `auths` (Go's encoding/json matches member names
+/// without case), so it may be what pods pull with, whatever our `auths` entry says.
+fn variant_holds_ours(secret: &Secret, recorded: &[&str], registries: Registries<'_>) -> bool {
+    let Some(value) = secret.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
+        return false;
+    };
+    let configured: Vec<&str> = match registries {
+        Registries::Configured(hosts) => hosts.iter().map(RegistryHost::host).collect(),
+        Registries::Own { .. } => Vec::new(),
+    };
+    docker_config::variant_keys(&value.0)
+        .unwrap_or_default()
+        .iter()
+        .any(|key| {
+            recorded
+                .iter()
+                .chain(&configured)
+                .any(|host| is_entry_for(key, host))
+        })
 }
 
 /// Whether the hosts our last write recorded (and the entries present) are what is configured:
@@ -501,6 +524,48 @@ mod tests {
 
     fn value_of(secret: &Secret) -> String {
         String::from_utf8(secret.data.as_ref().unwrap()[DATA_KEY].0.clone()).unwrap()
+    }
+
+    /// Go's encoding/json reads `Auths` (any letter case) into the same map as `auths`, so a
+    /// stale entry for our host there is what pods may pull with: the Secret is due, as
+    /// `merge` takes it out; an entry for another host there leaves it fresh.
+    #[test]
+    fn an_entry_for_our_host_under_another_letter_case_of_auths_makes_the_secret_due() {
+        let configured = hosts(&[A]);
+        let policy = Policy {
+            renew_before: HOUR * 8,
+            registries: Registries::Configured(&configured),
+        };
+        let fresh = ours(&[A], &at(11));
+        assert!(matches!(
+            decide(Some(&fresh), &policy, now()),
+            Decision::Fresh { .. }
+        ));
+        for variant in ["Auths", "AUTHS", "authſ"] {
+            let value = value_of(&fresh);
+            let stale = format!(
+                r#"{},"{variant}":{{"{A}":{{"username":"AWS","password":"stale"}}}}}}"#,
+                value.strip_suffix('}').unwrap()
+            );
+            let secret = with_value(fresh.clone(), &stale);
+            assert_eq!(
+                decide(Some(&secret), &policy, now()),
+                Decision::Due(Due::EntriesChanged),
+                "{variant}"
+            );
+            let other = stale.replace(
+                &format!(r#""{variant}":{{"{A}""#),
+                &format!(r#""{variant}":{{"quay.io""#),
+            );
+            let secret = with_value(fresh.clone(), &other);
+            assert!(
+                matches!(
+                    decide(Some(&secret), &policy, now()),
+                    Decision::Fresh { .. }
+                ),
+                "{variant}: {other}"
+            );
+        }
     }
 
     #[test]

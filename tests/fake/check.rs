@@ -260,11 +260,31 @@ fn a_pod_on_a_registry_we_do_not_manage_is_reported_not_covered_naming_the_host(
         "{text}"
     );
     assert!(
-        text.contains("ECR registry not covered: public.ecr.aws"),
-        "{text}"
+        !text.contains("public.ecr.aws"),
+        "pulled anonymously: {text}"
     );
     assert!(!text.contains("docker.io"), "not an ECR host: {text}");
-    assert_eq!(run.line("team-a")["ecr_pods"], 2);
+    assert_eq!(run.line("team-a")["ecr_pods"], 1);
+}
+
+#[test]
+fn an_anonymous_pull_from_ecr_public_is_never_a_finding() {
+    let h = Harness::new();
+    refreshed(&h, &["team-a"], &[]);
+    // Neither wired nor covered: ECR Public serves every image without credentials.
+    pod(&h, "team-a", "web-1", "public.ecr.aws/nginx/nginx:1", None);
+    pod(
+        &h,
+        "team-a",
+        "web-2",
+        "public.ecr.aws/nginx/nginx:1",
+        Some("web-5d8f"),
+    );
+
+    let run = check(&h, &[]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("team-a"), "ok", "{}", run.stdout);
 }
 
 #[test]
@@ -307,7 +327,8 @@ fn pods_whose_service_account_does_not_list_the_secret_are_not_wired_once_per_co
     assert!(
         text.contains(
             "not wired: ReplicaSet/web-5d8f (3 pods, e.g. web-5d8f-0), ServiceAccount default: \
-             neither the pod nor its ServiceAccount lists aws-ecr-token in imagePullSecrets"
+             neither the pod nor its ServiceAccount lists aws-ecr-token in imagePullSecrets: add \
+             it to the ServiceAccount"
         ),
         "{text}"
     );
@@ -316,6 +337,52 @@ fn pods_whose_service_account_does_not_list_the_secret_are_not_wired_once_per_co
         "{text}"
     );
     assert!(!text.contains("direct"), "{text}");
+}
+
+/// The kubelet reads only the pod's own `imagePullSecrets` (pkg/kubelet/kubelet_pods.go
+/// `getPullSecretsForPod`); the ServiceAccount's list is copied into a pod once, at its
+/// creation, and only into a pod that lists none.
+#[test]
+fn a_pod_without_the_secret_in_its_own_spec_is_not_wired_whatever_its_service_account_lists() {
+    let h = Harness::new();
+    refreshed(&h, &["team-a"], &[]);
+    let image = format!("{REGISTRY}/web:1");
+    // Created before the ServiceAccount listed the Secret.
+    pod(&h, "team-a", "old-0", &image, Some("old"));
+    wire_default(&h, "team-a");
+    // Created after, with its own list: the account's never reaches it.
+    let mut own = pods::pod("team-a", "hub-0", &image, Some("hub"));
+    own["spec"]["imagePullSecrets"] = json!([{"name": "dockerhub"}]);
+    h.cluster
+        .seed(Resource::Pods, own, "kube-controller-manager");
+    // Created after, listing none: the account's list was copied in.
+    pod(&h, "team-a", "new-0", &image, Some("new"));
+
+    let run = check(&h, &[]);
+
+    run.expect_code(1);
+    assert_eq!(run.finding_kinds("team-a"), ["not-wired", "not-wired"]);
+    let text = run.findings("team-a");
+    assert!(
+        text.contains(
+            "not wired: ReplicaSet/old (pod old-0), ServiceAccount default: the pod lists no \
+             imagePullSecrets: it was created before its ServiceAccount listed aws-ecr-token, and \
+             the kubelet reads only the pod's own list; recreate the pods"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "not wired: ReplicaSet/hub (pod hub-0), ServiceAccount default: the pod lists its own \
+             imagePullSecrets [dockerhub] without aws-ecr-token"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("add aws-ecr-token to the imagePullSecrets of its owner's pod template"),
+        "{text}"
+    );
+    assert!(!text.contains("new-0"), "{text}");
 }
 
 #[test]
@@ -720,6 +787,59 @@ fn edited(h: &Harness, ns: &str, manager: &str, change: impl FnOnce(&mut Value))
         .remove("managedFields");
     change(&mut secret);
     h.cluster.seed(Resource::Secrets, secret, manager);
+}
+
+/// Go's encoding/json reads `Auths` into the same map as `auths` (later keys winning), so a
+/// stale entry for our host there is what the kubelet may pull with: the refresh and the
+/// check both call it `entries-changed`, and the refresh moves our host's entry out of it.
+#[test]
+fn a_stale_entry_for_our_host_under_another_case_of_auths_is_due_and_replaced() {
+    let h = Harness::new();
+    refreshed(&h, &["team-a"], &[]);
+    let foreign = r#"{ "auth" : "Zm9vOmJhcg==" }"#;
+    edited(&h, "team-a", "helm", |secret| {
+        let text = String::from_utf8(docker_config_bytes(secret)).unwrap();
+        let stale = format!(
+            r#"{},"Auths":{{"ghcr.io":{foreign},"{REGISTRY}":{{"username":"AWS","password":"stale","auth":"{}"}}}}}}"#,
+            text.strip_suffix('}').unwrap(),
+            b64("AWS:stale")
+        );
+        secret["data"][".dockerconfigjson"] = json!(b64(&stale));
+    });
+
+    // With RENEW_BEFORE under a token's life a refresh names the edit, not the expiry.
+    let renew = [("ECR_REFRESH_RENEW_BEFORE", "8h")];
+    let (due, run) = due_and_check(&h, "team-a", &renew);
+
+    assert_eq!(due, "entries-changed");
+    run.expect_code(1);
+    assert_eq!(run.finding_kinds("team-a"), ["entries-changed"]);
+
+    let refresh = h.run(&renew);
+    refresh.expect_code(0);
+    assert_eq!(refresh.outcome("team-a"), "updated", "{}", refresh.stdout);
+    let secret = h.secret("team-a").unwrap();
+    let text = String::from_utf8(docker_config_bytes(&secret)).unwrap();
+    let value = docker_config(&secret);
+    // What the kubelet reads for our host: the one entry under any case of `auths`.
+    for (key, entries) in value.as_object().unwrap() {
+        if key.eq_ignore_ascii_case("auths") && key != "auths" {
+            assert!(entries.get(REGISTRY).is_none(), "{text}");
+        }
+    }
+    let fresh = h.ecr.passwords_issued().last().unwrap().clone();
+    assert_eq!(password(&secret, REGISTRY), fresh);
+    assert_eq!(
+        value["auths"][REGISTRY]["auth"],
+        b64(&format!("AWS:{fresh}"))
+    );
+    assert!(!text.contains("stale"), "{text}");
+    // Another host's entry stays where it was, byte for byte.
+    assert!(
+        text.contains(&format!(r#""Auths":{{"ghcr.io":{foreign}}}"#)),
+        "{text}"
+    );
+    check(&h, &renew).expect_code(0);
 }
 
 /// A dry run's `due` for `ns`, and the check's findings there, with the same environment.

@@ -205,6 +205,14 @@ fn a_dockerconfigjson_that_cant_be_used_fails_in_words_without_quoting_it() {
             "`auths` is a JSON string, not an object",
         ),
         ("empty", "", "is empty"),
+        // The kubelet reads `Auths` as `auths` (Go's encoding/json), and refuses this one.
+        (
+            "auths-folded",
+            r#"{"auths":{},"Auths":["hunter2"]}"#,
+            "`Auths` is a JSON array, not an object, and the kubelet reads every letter case \
+             of `auths` as `auths`, so it can't read this Secret: remove `Auths` or make it an \
+             object",
+        ),
     ];
     for (ns, value, _) in &cases {
         h.cluster.add_namespace(ns, &[]);

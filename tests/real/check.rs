@@ -92,7 +92,9 @@ const WRITABLE: [&str; 4] = ["secrets", "serviceaccounts", "events", "pods"];
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_check_on_a_real_server_reports_each_finding_and_sends_no_write() {
-    let cp = ControlPlane::start();
+    // The server copies a ServiceAccount's imagePullSecrets into the pods created after, as a
+    // real cluster does: the pods' own lists are what the check is held to.
+    let cp = ControlPlane::start_with_service_account_admission();
     install(&cp, Some("check"));
     let names = [
         "chk-ok",
@@ -100,6 +102,7 @@ fn a_check_on_a_real_server_reports_each_finding_and_sends_no_write() {
         "chk-opaque",
         "chk-unwired",
         "chk-stuck",
+        "chk-early",
     ];
     namespaces(&cp, &names);
     let h = RealHarness::new(&cp);
@@ -107,13 +110,22 @@ fn a_check_on_a_real_server_reports_each_finding_and_sends_no_write() {
 
     // A refresh writes the Secret where one is expected.
     let refresh_env = [
-        ("ECR_REFRESH_NAMESPACES", "chk-ok,chk-unwired,chk-stuck"),
+        (
+            "ECR_REFRESH_NAMESPACES",
+            "chk-ok,chk-unwired,chk-stuck,chk-early",
+        ),
         ("ECR_REFRESH_EVENTS", "true"),
     ];
     h.run(&refresh_env).expect_code(0);
-    for ns in ["chk-ok", "chk-missing", "chk-stuck"] {
+    // chk-early: a pod created before its ServiceAccount listed the Secret, and one created
+    // after with its own list: the kubelet reads only the pod's own (issue 33 item 1d).
+    pod(&cp, "chk-early", "early-0", &image, Some("early"));
+    for ns in ["chk-ok", "chk-missing", "chk-stuck", "chk-early"] {
         wire_default(&cp, ns);
     }
+    let mut own = pods::pod("chk-early", "hub-0", &image, Some("hub"));
+    own["spec"]["imagePullSecrets"] = json!([{"name": "dockerhub"}]);
+    create(&cp, &[own]);
     create(
         &cp,
         &[
@@ -195,13 +207,30 @@ fn a_check_on_a_real_server_reports_each_finding_and_sends_no_write() {
         run.finding_kinds("chk-unwired"),
         ["not-wired", "pull-stuck"]
     );
+    // The server's ServiceAccount admission copied the account's team-creds into each pod.
     let unwired = run.findings("chk-unwired");
     assert!(
         unwired.contains(
             "not wired: ReplicaSet/web-5d8f (3 pods, e.g. web-5d8f-0), ServiceAccount default: \
-             neither the pod nor its ServiceAccount lists aws-ecr-token in imagePullSecrets"
+             the pod lists its own imagePullSecrets [team-creds] without aws-ecr-token"
         ),
         "{unwired}"
+    );
+    assert_eq!(run.finding_kinds("chk-early"), ["not-wired", "not-wired"]);
+    let early = run.findings("chk-early");
+    assert!(
+        early.contains(
+            "not wired: ReplicaSet/early (pod early-0), ServiceAccount default: the pod lists its \
+             own imagePullSecrets [team-creds] without aws-ecr-token"
+        ),
+        "{early}"
+    );
+    assert!(
+        early.contains(
+            "not wired: ReplicaSet/hub (pod hub-0), ServiceAccount default: the pod lists its own \
+             imagePullSecrets [dockerhub] without aws-ecr-token"
+        ),
+        "{early}"
     );
     assert!(
         unwired.contains(&format!(

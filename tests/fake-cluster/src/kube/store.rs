@@ -535,6 +535,30 @@ impl Store {
         Ok(())
     }
 
+    /// The ServiceAccount admission plugin's copy of the account's `imagePullSecrets` into a
+    /// new pod that lists none (plugin/pkg/admission/serviceaccount/admission.go `Admit`): the
+    /// only way an account's list reaches a pod, once, when it is created.
+    fn pull_secrets_from_account(&self, resource: Resource, namespace: &str, obj: &mut Value) {
+        if resource != Resource::Pods {
+            return;
+        }
+        let spec = &obj["spec"];
+        if spec["imagePullSecrets"]
+            .as_array()
+            .is_some_and(|l| !l.is_empty())
+        {
+            return;
+        }
+        let account = spec["serviceAccountName"].as_str().unwrap_or("default");
+        let listed = self
+            .lookup(Resource::ServiceAccounts, namespace, account)
+            .map(|sa| sa.obj["imagePullSecrets"].clone())
+            .filter(|l| l.as_array().is_some_and(|l| !l.is_empty()));
+        if let Some(listed) = listed {
+            obj["spec"]["imagePullSecrets"] = listed;
+        }
+    }
+
     /// The ServiceAccount controller's `default` account of a new namespace.
     fn add_default_service_account(&mut self, namespace: &str) {
         if self
@@ -568,6 +592,7 @@ impl Store {
         let terminating = obj["status"]["phase"] == "Terminating";
         let deletion = obj["metadata"]["deletionTimestamp"].clone();
         Self::prepare_create(resource, &namespace, &name, &mut obj);
+        self.pull_secrets_from_account(resource, &namespace, &mut obj);
         // An object being deleted and held by finalizers (the real server would refuse to
         // create one with a deletionTimestamp: BeforeCreate clears it; seeding is the way in).
         if resource != Resource::Namespaces && !deletion.is_null() && !finalizers(&obj).is_empty() {
@@ -767,6 +792,7 @@ impl Store {
         }
         fold_string_data(resource, &mut body);
         Self::prepare_create(resource, namespace, &name, &mut body);
+        self.pull_secrets_from_account(resource, namespace, &mut body);
         validate(resource, &name, &body, None)?;
         // Admission runs before storage, which is where AlreadyExists comes from.
         self.admit(
@@ -1006,6 +1032,7 @@ impl Store {
                 .expect("nothing to conflict with on create");
             let mut obj = config.clone();
             Self::prepare_create(resource, namespace, name, &mut obj);
+            self.pull_secrets_from_account(resource, namespace, &mut obj);
             validate(resource, name, &obj, None)?;
             authorize_create()?;
             self.admit(
