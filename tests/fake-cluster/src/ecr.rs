@@ -34,9 +34,9 @@
 //! ecr-credential-provider reads `output.AuthorizationData.AuthorizationToken` as one object,
 //! calling ECR Public in us-east-1.
 
+use crate::serve::{self, Served};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
@@ -46,7 +46,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use regex::Regex;
 use serde::Deserialize;
-use tokio::sync::oneshot;
 
 /// The account that owns the fake's credentials, used when a call names no registryIds.
 pub const CALLER_ACCOUNT: &str = "123456789012";
@@ -155,8 +154,7 @@ fn lock(state: &Shared) -> MutexGuard<'_, State> {
 pub struct FakeEcr {
     url: String,
     state: Shared,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _served: Served,
 }
 
 impl FakeEcr {
@@ -170,46 +168,15 @@ impl FakeEcr {
     /// answers `pw-<region>-2`).
     pub fn start() -> FakeEcr {
         let state = Shared::default();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("binding an ephemeral port on 127.0.0.1");
-        listener
-            .set_nonblocking(true)
-            .expect("a fresh socket can be made non-blocking");
-        let addr = listener
-            .local_addr()
-            .expect("a bound socket has an address");
-        let (shutdown, stopped) = oneshot::channel::<()>();
+        let bound = serve::bind();
+        let url = bound.url.clone();
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(Arc::clone(&state));
-        let thread = std::thread::Builder::new()
-            .name(format!("fake-ecr-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .enable_all()
-                    .build()
-                    .expect("building the fake ECR's tokio runtime");
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .expect("registering the listener with tokio");
-                    tokio::select! {
-                        served = axum::serve(listener, app) => {
-                            if let Err(e) = served {
-                                eprintln!("fake ECR stopped serving: {e}");
-                            }
-                        }
-                        _ = stopped => {}
-                    }
-                });
-                // Dropping the runtime here aborts connections still open (pooled keep-alives).
-            })
-            .expect("spawning the fake ECR thread");
         FakeEcr {
-            url: format!("http://{addr}"),
+            url,
             state,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
+            _served: Served::start("fake ECR", bound, app),
         }
     }
     /// `http://127.0.0.1:PORT` (for AWS_ENDPOINT_URL_ECR)
@@ -276,17 +243,6 @@ impl FakeEcr {
     /// Every password this endpoint has handed out, to check none leaks into logs.
     pub fn passwords_issued(&self) -> Vec<String> {
         lock(&self.state).passwords_issued.clone()
-    }
-}
-
-impl Drop for FakeEcr {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod demo;
 pub mod ecr;
 pub mod kube;
+mod serve;
 pub mod sts;
 pub mod token_registry;
 

@@ -28,9 +28,9 @@
 //! rustls already brings), ECDSA P-256 with SHA-256 over `header.payload`, r||s fixed-width as
 //! JWS writes it (RFC 7518 section 3.4); then `iss`, `aud`, `sub`, `exp` and `nbf`.
 
+use crate::serve::{self, Served};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
@@ -39,7 +39,6 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 use crate::ecr::access_key_of;
 
@@ -137,53 +136,22 @@ fn lock(state: &Shared) -> MutexGuard<'_, State> {
 pub struct FakeSts {
     url: String,
     state: Shared,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _served: Served,
 }
 
 impl FakeSts {
     /// A fake STS that trusts nothing yet: every call is refused until a role is added.
     pub fn start() -> FakeSts {
         let state = Shared::default();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("binding an ephemeral port on 127.0.0.1");
-        listener
-            .set_nonblocking(true)
-            .expect("a fresh socket can be made non-blocking");
-        let addr = listener
-            .local_addr()
-            .expect("a bound socket has an address");
-        let (shutdown, stopped) = oneshot::channel::<()>();
+        let bound = serve::bind();
+        let url = bound.url.clone();
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(Arc::clone(&state));
-        let thread = std::thread::Builder::new()
-            .name(format!("fake-sts-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .enable_all()
-                    .build()
-                    .expect("building the fake STS's tokio runtime");
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .expect("registering the listener with tokio");
-                    tokio::select! {
-                        served = axum::serve(listener, app) => {
-                            if let Err(e) = served {
-                                eprintln!("fake STS stopped serving: {e}");
-                            }
-                        }
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .expect("spawning the fake STS thread");
         FakeSts {
-            url: format!("http://{addr}"),
+            url,
             state,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
+            _served: Served::start("fake STS", bound, app),
         }
     }
 
@@ -223,17 +191,6 @@ impl FakeSts {
     /// Every set of credentials handed out, in order.
     pub fn issued(&self) -> Vec<Issued> {
         lock(&self.state).issued.clone()
-    }
-}
-
-impl Drop for FakeSts {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -16,15 +16,14 @@
 //!
 //! Here the realm is this stand-in's own `/token/` (plain HTTP on loopback).
 
+use crate::serve::{self, Served};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use tokio::sync::oneshot;
 
 /// The `service` of the challenge, as public.ecr.aws names itself.
 pub const SERVICE: &str = "public.ecr.aws";
@@ -53,22 +52,14 @@ fn lock(state: &Shared) -> MutexGuard<'_, Inner> {
 pub struct FakeTokenRegistry {
     url: String,
     state: Shared,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _served: Served,
 }
 
 impl FakeTokenRegistry {
     /// Issues bearer tokens to basic auth `user:password` only.
     pub fn start(user: &str, password: &str) -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("binding an ephemeral port on 127.0.0.1");
-        listener
-            .set_nonblocking(true)
-            .expect("a fresh socket can be made non-blocking");
-        let addr = listener
-            .local_addr()
-            .expect("a bound socket has an address");
-        let url = format!("http://{addr}");
+        let bound = serve::bind();
+        let url = bound.url.clone();
         let state = Shared::new(Mutex::new(Inner {
             user: user.to_owned(),
             password: password.to_owned(),
@@ -78,33 +69,10 @@ impl FakeTokenRegistry {
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(Arc::clone(&state));
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("fake-token-registry-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("building the stand-in's tokio runtime");
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .expect("registering the listener with tokio");
-                    tokio::select! {
-                        served = axum::serve(listener, app) => {
-                            if let Err(e) = served {
-                                eprintln!("token registry stand-in stopped serving: {e}");
-                            }
-                        }
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .expect("spawning the stand-in's thread");
         Self {
             url,
             state,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
+            _served: Served::start("token registry stand-in", bound, app),
         }
     }
 
@@ -116,17 +84,6 @@ impl FakeTokenRegistry {
     /// Every request seen: `METHOD path?query` and the Authorization scheme sent ("-": none).
     pub fn requests(&self) -> Vec<(String, String)> {
         lock(&self.state).requests.clone()
-    }
-}
-
-impl Drop for FakeTokenRegistry {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
