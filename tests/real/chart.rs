@@ -621,6 +621,48 @@ fn web_identity_renders_the_projected_token_and_the_sdks_variables() {
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
 }
 
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn null_means_unset_never_zero() {
+    // Helm drops a null key before the template sees it; `| int64` of nothing is 0, which
+    // would start no Job (startingDeadlineSeconds), fail every Job at once
+    // (activeDeadlineSeconds), delete each Job and its log as it ends (ttlSecondsAfterFinished)
+    // or exit 2 on every run (concurrency).
+    let rendered = render(&json!({
+        "startingDeadlineSeconds": null,
+        "activeDeadlineSeconds": null,
+        "ttlSecondsAfterFinished": null,
+        "concurrency": null,
+    }));
+    let cronjob = rendered
+        .iter()
+        .find(|d| d["kind"] == "CronJob")
+        .expect("a CronJob");
+    assert!(
+        cronjob["spec"].get("startingDeadlineSeconds").is_none(),
+        "{cronjob}"
+    );
+    let job = &cronjob["spec"]["jobTemplate"]["spec"];
+    assert!(job.get("activeDeadlineSeconds").is_none(), "{job}");
+    assert!(job.get("ttlSecondsAfterFinished").is_none(), "{job}");
+    let concurrency = job["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "ECR_REFRESH_CONCURRENCY")
+        .expect("the variable is there");
+    assert_eq!(concurrency["value"], "", "empty: ecr-refresh's default");
+    // A starting deadline under the CronJob controller's 10 s check is refused.
+    let error = Helm::offline()
+        .template(
+            "ecr-refresh",
+            "ecr-refresh",
+            &json!({"startingDeadlineSeconds": 5}),
+        )
+        .expect_err("5 s is refused");
+    assert!(error.contains("minimum: got 5, want 10"), "{error}");
+}
+
 // ---- On the real API server ------------------------------------------------------------
 
 /// An object as the admin reads it, or None when the server says NotFound.

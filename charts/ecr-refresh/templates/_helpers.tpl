@@ -130,9 +130,15 @@ backoffLimit: {{ .Values.backoffLimit | int64 }}
 # and 5 s for the metrics push. Two tries: 2 x (180 + 20 + 5 + 5) + 10 s backoff =
 # 430 s, leaving 110 s for two pods to be scheduled, pull the image and start.
 # tests/fake/manifests.rs checks this sum: raise the timeout only with this deadline.
+{{- /* A null value is Helm's "unset": the field is left out (Kubernetes' own default),
+never rendered as 0, which would fail every Job at once. */}}
+{{- if not (kindIs "invalid" .Values.activeDeadlineSeconds) }}
 activeDeadlineSeconds: {{ .Values.activeDeadlineSeconds | int64 }}
+{{- end }}
 # A finished Job the limits above still keep goes after a day, with its pod and logs.
+{{- if not (kindIs "invalid" .Values.ttlSecondsAfterFinished) }}
 ttlSecondsAfterFinished: {{ .Values.ttlSecondsAfterFinished | int64 }}
+{{- end }}
 podFailurePolicy:
   rules:
     - action: FailJob
@@ -262,7 +268,8 @@ template:
             value: {{ .Values.dryRun | toString | quote }}
           # How many namespaces are written at once.
           - name: ECR_REFRESH_CONCURRENCY
-            value: {{ .Values.concurrency | int64 | toString | quote }}
+            {{- /* null (Helm's "unset"): empty, which ecr-refresh reads as its default. */}}
+            value: {{ if kindIs "invalid" .Values.concurrency }}""{{ else }}{{ .Values.concurrency | int64 | toString | quote }}{{ end }}
           # Deadline for the whole run; two tries must fit in activeDeadlineSeconds (above).
           - name: ECR_REFRESH_TIMEOUT
             value: {{ .Values.timeout | quote }}
