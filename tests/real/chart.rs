@@ -569,6 +569,10 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
             "at '/extraVolumeMounts/0': missing property 'mountPath'",
         ),
         (
+            json!({"serviceAccount": {"create": false}}),
+            "serviceAccount.create is false and serviceAccount.name is empty",
+        ),
+        (
             json!({"aws": {"assumeRole": {"externalId": "platform-7f3a"}}}),
             "aws.assumeRole.externalId is set, but aws.assumeRole.roleArn is not",
         ),

@@ -73,8 +73,12 @@ its account is granted nothing to write, and the refresh's account no right to r
 {{- define "ecr-refresh.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "ecr-refresh.fullname" .) .Values.serviceAccount.name }}
+{{- else if .Values.serviceAccount.name }}
+{{- .Values.serviceAccount.name }}
 {{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{- /* The namespace's `default` account would gain Secret create in every namespace, and
+the policy would hold every workload that runs as it. */}}
+{{- fail "serviceAccount.create is false and serviceAccount.name is empty: name the existing ServiceAccount ecr-refresh runs as (not `default`, which every pod of the namespace runs as), or set serviceAccount.create=true" }}
 {{- end }}
 {{- end }}
 
