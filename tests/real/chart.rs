@@ -574,7 +574,7 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
         ),
         (
             json!({"aws": {"assumeRole": {"externalId": "platform-7f3a"}}}),
-            "aws.assumeRole.externalId is set, but aws.assumeRole.roleArn is not",
+            "at '/aws/assumeRole/roleArn': minLength: got 0, want 1",
         ),
     ];
     for (values, message) in cases {

@@ -302,9 +302,6 @@ template:
           # (at most 100 a run, then one in this namespace that counts the rest).
           - name: ECR_REFRESH_EVENTS
             value: {{ .Values.events | toString | quote }}
-          {{- if and .Values.aws.assumeRole.externalId (not .Values.aws.assumeRole.roleArn) }}
-          {{- fail "aws.assumeRole.externalId is set, but aws.assumeRole.roleArn is not: the external id is sent only when a role is assumed" }}
-          {{- end }}
           # An IAM role assumed (STS AssumeRole) over the base credentials; empty assumes none.
           - name: ECR_REFRESH_ASSUME_ROLE_ARN
             value: {{ .Values.aws.assumeRole.roleArn | quote }}
