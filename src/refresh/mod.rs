@@ -352,7 +352,7 @@ async fn refresh_secret(
     // A namespace in flight when the run stops still gets its tokens and its write, within
     // the shutdown grace, as any write in flight.
     let fetched = shared.tokens.get().await.map_err(NotDone::Tokens)?;
-    let desired = fetched.desired(config);
+    let desired = fetched.desired(config, shared.policy.install);
     let mut written = write::write(&api, namespace, &desired, read.current)
         .await
         .map_err(failed)?;

@@ -10,6 +10,7 @@ use crate::aws::ecr;
 use crate::aws::registry::RegistryHost;
 use crate::config::Config;
 use crate::pull_secret::due::{Policy, Registries};
+use crate::pull_secret::install::Install;
 
 /// The configuration's rules for a Secret, as both modes judge it.
 pub struct Rules<'a> {
@@ -18,6 +19,8 @@ pub struct Rules<'a> {
     written: Vec<RegistryHost>,
     /// AWS_REGION: where the caller's own registry is, when none is configured.
     region: Option<String>,
+    /// ECR_REFRESH_INSTALL, or the pod's ServiceAccount.
+    install: Option<Install>,
 }
 
 impl<'a> Rules<'a> {
@@ -25,10 +28,12 @@ impl<'a> Rules<'a> {
         let written = ecr::with_twins(config.registries.clone(), config.dual_stack).expect(
             "Config::from_env refuses DUAL_STACK for a configured registry without a dual-stack form",
         );
+        let install = config.install.clone().or_else(Install::in_cluster);
         Self {
             config,
             written,
             region,
+            install,
         }
     }
 
@@ -44,6 +49,12 @@ impl<'a> Rules<'a> {
         Policy {
             renew_before: self.config.renew_before,
             registries,
+            install: self.install.as_ref(),
         }
+    }
+
+    /// The name this install records on the Secrets it writes.
+    pub fn install(&self) -> Option<&Install> {
+        self.install.as_ref()
     }
 }

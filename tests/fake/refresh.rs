@@ -255,6 +255,85 @@ fn entries_we_wrote_for_a_registry_no_longer_configured_are_removed() {
     assert_eq!(run.line("a")["dropped_entries"], other);
 }
 
+/// Two installs, one per account, writing one Secret name (issue 33, item 3): each used to take
+/// the other's entries for a registry it no longer writes, and drop them, every run.
+#[test]
+fn a_second_install_writing_the_same_secret_name_is_refused_and_drops_nothing() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    let theirs = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
+    h.run(&[
+        ("ECR_REFRESH_INSTALL", "team-a/ecr-refresh"),
+        ("ECR_REFRESH_REGISTRIES", theirs),
+    ])
+    .expect_code(0);
+    let before = h.secret("a").unwrap();
+    assert_eq!(
+        before["metadata"]["annotations"]["ecr-refresh/install"],
+        "team-a/ecr-refresh"
+    );
+
+    let run = h.run(&[("ECR_REFRESH_INSTALL", "team-b/ecr-refresh")]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("a"), "failed");
+    let error = run.line("a")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    for said in [
+        "team-a/ecr-refresh",
+        theirs,
+        "its own ECR_REFRESH_SECRET_NAME",
+    ] {
+        assert!(error.contains(said), "names {said}: {error}");
+    }
+    let after = h.secret("a").unwrap();
+    assert_eq!(
+        after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+        "left untouched"
+    );
+    assert_eq!(
+        h.ecr.calls().len(),
+        1,
+        "refused before any token of its own"
+    );
+    let events = h.cluster.events("a");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "WrittenByOtherInstall");
+
+    // Its check says the same, and exits 1.
+    let output = h
+        .command(&[("ECR_REFRESH_INSTALL", "team-b/ecr-refresh")])
+        .arg("check")
+        .output()
+        .expect("ecr-refresh runs");
+    let check = h.checked(output);
+    check.expect_code(1);
+    assert_eq!(check.finding_kinds("a"), ["not-writable"]);
+    assert!(check.findings("a").contains("team-a/ecr-refresh"));
+}
+
+#[test]
+fn an_install_whose_registries_are_all_written_again_is_taken_over() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    h.run(&[("ECR_REFRESH_INSTALL", "old/ecr-refresh")])
+        .expect_code(0);
+    let uid_before = uid(&h.secret("a").unwrap());
+
+    let run = h.run(&[("ECR_REFRESH_INSTALL", "new/ecr-refresh")]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("a"), "updated");
+    let secret = h.secret("a").unwrap();
+    assert_eq!(uid(&secret), uid_before);
+    assert_eq!(
+        secret["metadata"]["annotations"]["ecr-refresh/install"],
+        "new/ecr-refresh"
+    );
+}
+
 #[test]
 fn one_token_call_per_region_names_that_regions_accounts() {
     let h = Harness::new();

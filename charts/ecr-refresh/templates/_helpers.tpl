@@ -311,6 +311,11 @@ template:
           # The assumed role's session name, as CloudTrail records it.
           - name: ECR_REFRESH_ASSUME_ROLE_SESSION_NAME
             value: {{ .Values.aws.assumeRole.sessionName | quote }}
+          # Last, so that the components' patches by index still hold. This install's name on the Secrets it writes; empty is the ServiceAccount it
+          # runs as (<namespace>/<name>). A Secret another install wrote for registries
+          # this one does not write is refused: give each install its own Secret name.
+          - name: ECR_REFRESH_INSTALL
+            value: {{ .Values.install | quote }}
           {{- if $webIdentity.roleArn }}
           # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
           - name: AWS_ROLE_ARN
