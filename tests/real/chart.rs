@@ -576,6 +576,15 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
             json!({"aws": {"assumeRole": {"externalId": "platform-7f3a"}}}),
             "at '/aws/assumeRole/roleArn': minLength: got 0, want 1",
         ),
+        (
+            json!({"extraEnv": [{"name": "ECR_REFRESH_CONCURRENCY", "value": "4"}]}),
+            "extraEnv sets ECR_REFRESH_CONCURRENCY, which the chart sets itself",
+        ),
+        (
+            json!({"aws": {"webIdentity": {"roleArn": "arn:aws:iam::111122223333:role/x"}},
+                   "extraEnv": [{"name": "AWS_ROLE_SESSION_NAME", "value": "mine"}]}),
+            "extraEnv sets AWS_ROLE_SESSION_NAME",
+        ),
     ];
     for (values, message) in cases {
         match helm.template("ecr-refresh", "ecr-refresh", &values) {

@@ -237,94 +237,8 @@ template:
         #       name: ecr-refresh-aws
         {{- end }}
         env:
-          # The region GetAuthorizationToken is called in; also the default registry's.
-          - name: AWS_REGION
-            value: {{ .Values.aws.region | quote }}
-          # refresh; or check, which writes nothing and reports per namespace what keeps
-          # its pods from pulling (README, Troubleshooting; rights: check.podRights, or
-          # the kustomize component components/check).
-          - name: ECR_REFRESH_MODE
-            value: {{ .Values.mode | quote }}
-          # The Secret's name in every namespace; the RBAC's resourceNames and the
-          # admission policy follow it.
-          {{- /* toYaml, not quote: plain where YAML allows, as kustomize users (and the
-          tests) find and edit it in manifests/base/cronjob.yaml. */}}
-          - name: ECR_REFRESH_SECRET_NAME
-            value: {{ .Values.secretName | toYaml }}
-          # Comma-separated namespace names and globs (* and ?); "all" is every namespace.
-          - name: ECR_REFRESH_NAMESPACES
-            value: {{ join "," .Values.namespaces | quote }}
-          # Comma-separated globs taken out of the selection; empty: kube-public and
-          # kube-node-lease, where no pod pulls.
-          - name: ECR_REFRESH_EXCLUDE_NAMESPACES
-            value: {{ join "," .Values.excludeNamespaces | quote }}
-          # Label selector for namespaces, evaluated by the API server; empty selects all.
-          - name: ECR_REFRESH_NAMESPACE_SELECTOR
-            value: {{ .Values.namespaceSelector | quote }}
-          # Comma-separated ECR hosts (<account>.dkr.ecr.<region>.amazonaws.com, public.ecr.aws); empty is the caller's own.
-          - name: ECR_REFRESH_REGISTRIES
-            value: {{ join "," .Values.registries | quote }}
-          # "true": also write each registry's dual-stack host (<account>.dkr-ecr.<region>.on.aws), same token.
-          - name: ECR_REFRESH_DUAL_STACK
-            value: {{ .Values.dualStack | toString | quote }}
-          # "true": the API server validates every write (dryRun=All) and stores nothing.
-          - name: ECR_REFRESH_DRY_RUN
-            value: {{ .Values.dryRun | toString | quote }}
-          # How many namespaces are written at once.
-          - name: ECR_REFRESH_CONCURRENCY
-            {{- /* null (Helm's "unset"): empty, which ecr-refresh reads as its default. */}}
-            value: {{ if kindIs "invalid" .Values.concurrency }}""{{ else }}{{ .Values.concurrency | int64 | toString | quote }}{{ end }}
-          # Deadline for the whole run; two tries must fit in activeDeadlineSeconds (above).
-          - name: ECR_REFRESH_TIMEOUT
-            value: {{ .Values.timeout | quote }}
-          # "text" or "json".
-          - name: ECR_REFRESH_LOG_FORMAT
-            value: {{ .Values.logFormat | quote }}
-          # Comma-separated ServiceAccounts (usually "default") that get the Secret in imagePullSecrets.
-          - name: ECR_REFRESH_SERVICE_ACCOUNTS
-            value: {{ join "," .Values.serviceAccounts | quote }}
-          # "true": try each token against its registry before writing; refused means exit 3.
-          - name: ECR_REFRESH_VERIFY_LOGIN
-            value: {{ .Values.verifyLogin | toString | quote }}
-          # Rewrite a Secret once its token has less than this left; 12h or more rewrites all on every run.
-          - name: ECR_REFRESH_RENEW_BEFORE
-            value: {{ .Values.renewBefore | quote }}
-          # Where the run's summary goes, for `kubectl describe pod`.
-          - name: ECR_REFRESH_TERMINATION_LOG
-            value: /dev/termination-log
-          # Prometheus Pushgateway base URL for the run's metrics; empty pushes nothing.
-          - name: ECR_REFRESH_PUSHGATEWAY_URL
-            value: {{ .Values.pushgateway.url | quote }}
-          # Grouping labels for the push, comma-separated name=value (cluster=prod-eu).
-          - name: ECR_REFRESH_PUSHGATEWAY_LABELS
-            value: {{ include "ecr-refresh.groupingLabels" . | quote }}
-          # "true": a Warning Event in each namespace that failed, regarding its Secret
-          # (at most 100 a run, then one in this namespace that counts the rest).
-          - name: ECR_REFRESH_EVENTS
-            value: {{ .Values.events | toString | quote }}
-          # An IAM role assumed (STS AssumeRole) over the base credentials; empty assumes none.
-          - name: ECR_REFRESH_ASSUME_ROLE_ARN
-            value: {{ .Values.aws.assumeRole.roleArn | quote }}
-          # The external id the role's trust policy requires (sts:ExternalId); only with a role.
-          - name: ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID
-            value: {{ .Values.aws.assumeRole.externalId | quote }}
-          # The assumed role's session name, as CloudTrail records it.
-          - name: ECR_REFRESH_ASSUME_ROLE_SESSION_NAME
-            value: {{ .Values.aws.assumeRole.sessionName | quote }}
-          # Last, so that the components' patches by index still hold. This install's name on the Secrets it writes; empty is the ServiceAccount it
-          # runs as (<namespace>/<name>). A Secret another install wrote for registries
-          # this one does not write is refused: give each install its own Secret name.
-          - name: ECR_REFRESH_INSTALL
-            value: {{ .Values.install | quote }}
-          {{- if $webIdentity.roleArn }}
-          # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
-          - name: AWS_ROLE_ARN
-            value: {{ $webIdentity.roleArn | quote }}
-          - name: AWS_WEB_IDENTITY_TOKEN_FILE
-            value: /var/run/secrets/ecr-refresh/aws/token
-          - name: AWS_ROLE_SESSION_NAME
-            value: ecr-refresh
-          {{- end }}
+          {{- include "ecr-refresh.ownEnv" . }}
+          {{- include "ecr-refresh.noDuplicateEnv" . }}
           {{- with .Values.extraEnv }}
           {{- toYaml . | nindent 10 }}
           {{- end }}
@@ -414,5 +328,114 @@ pulling, and ServiceAccounts, for their imagePullSecrets.
   resources: ["serviceaccounts"]
   resourceNames: {{ toJson . }}
   verbs: ["get", "patch"]
+{{- end }}
+{{- end }}
+
+{{- /* The variables the chart sets itself, from its values: the container's env, before
+extraEnv. A template of its own, so that extraEnv can be checked against its names. */}}
+{{- define "ecr-refresh.ownEnv" -}}
+{{- $webIdentity := .Values.aws.webIdentity }}
+          # The region GetAuthorizationToken is called in; also the default registry's.
+          - name: AWS_REGION
+            value: {{ .Values.aws.region | quote }}
+          # refresh; or check, which writes nothing and reports per namespace what keeps
+          # its pods from pulling (README, Troubleshooting; rights: check.podRights, or
+          # the kustomize component components/check).
+          - name: ECR_REFRESH_MODE
+            value: {{ .Values.mode | quote }}
+          # The Secret's name in every namespace; the RBAC's resourceNames and the
+          # admission policy follow it.
+          {{- /* toYaml, not quote: plain where YAML allows, as kustomize users (and the
+          tests) find and edit it in manifests/base/cronjob.yaml. */}}
+          - name: ECR_REFRESH_SECRET_NAME
+            value: {{ .Values.secretName | toYaml }}
+          # Comma-separated namespace names and globs (* and ?); "all" is every namespace.
+          - name: ECR_REFRESH_NAMESPACES
+            value: {{ join "," .Values.namespaces | quote }}
+          # Comma-separated globs taken out of the selection; empty: kube-public and
+          # kube-node-lease, where no pod pulls.
+          - name: ECR_REFRESH_EXCLUDE_NAMESPACES
+            value: {{ join "," .Values.excludeNamespaces | quote }}
+          # Label selector for namespaces, evaluated by the API server; empty selects all.
+          - name: ECR_REFRESH_NAMESPACE_SELECTOR
+            value: {{ .Values.namespaceSelector | quote }}
+          # Comma-separated ECR hosts (<account>.dkr.ecr.<region>.amazonaws.com, public.ecr.aws); empty is the caller's own.
+          - name: ECR_REFRESH_REGISTRIES
+            value: {{ join "," .Values.registries | quote }}
+          # "true": also write each registry's dual-stack host (<account>.dkr-ecr.<region>.on.aws), same token.
+          - name: ECR_REFRESH_DUAL_STACK
+            value: {{ .Values.dualStack | toString | quote }}
+          # "true": the API server validates every write (dryRun=All) and stores nothing.
+          - name: ECR_REFRESH_DRY_RUN
+            value: {{ .Values.dryRun | toString | quote }}
+          # How many namespaces are written at once.
+          - name: ECR_REFRESH_CONCURRENCY
+            {{- /* null (Helm's "unset"): empty, which ecr-refresh reads as its default. */}}
+            value: {{ if kindIs "invalid" .Values.concurrency }}""{{ else }}{{ .Values.concurrency | int64 | toString | quote }}{{ end }}
+          # Deadline for the whole run; two tries must fit in activeDeadlineSeconds (above).
+          - name: ECR_REFRESH_TIMEOUT
+            value: {{ .Values.timeout | quote }}
+          # "text" or "json".
+          - name: ECR_REFRESH_LOG_FORMAT
+            value: {{ .Values.logFormat | quote }}
+          # Comma-separated ServiceAccounts (usually "default") that get the Secret in imagePullSecrets.
+          - name: ECR_REFRESH_SERVICE_ACCOUNTS
+            value: {{ join "," .Values.serviceAccounts | quote }}
+          # "true": try each token against its registry before writing; refused means exit 3.
+          - name: ECR_REFRESH_VERIFY_LOGIN
+            value: {{ .Values.verifyLogin | toString | quote }}
+          # Rewrite a Secret once its token has less than this left; 12h or more rewrites all on every run.
+          - name: ECR_REFRESH_RENEW_BEFORE
+            value: {{ .Values.renewBefore | quote }}
+          # Where the run's summary goes, for `kubectl describe pod`.
+          - name: ECR_REFRESH_TERMINATION_LOG
+            value: /dev/termination-log
+          # Prometheus Pushgateway base URL for the run's metrics; empty pushes nothing.
+          - name: ECR_REFRESH_PUSHGATEWAY_URL
+            value: {{ .Values.pushgateway.url | quote }}
+          # Grouping labels for the push, comma-separated name=value (cluster=prod-eu).
+          - name: ECR_REFRESH_PUSHGATEWAY_LABELS
+            value: {{ include "ecr-refresh.groupingLabels" . | quote }}
+          # "true": a Warning Event in each namespace that failed, regarding its Secret
+          # (at most 100 a run, then one in this namespace that counts the rest).
+          - name: ECR_REFRESH_EVENTS
+            value: {{ .Values.events | toString | quote }}
+          # An IAM role assumed (STS AssumeRole) over the base credentials; empty assumes none.
+          - name: ECR_REFRESH_ASSUME_ROLE_ARN
+            value: {{ .Values.aws.assumeRole.roleArn | quote }}
+          # The external id the role's trust policy requires (sts:ExternalId); only with a role.
+          - name: ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID
+            value: {{ .Values.aws.assumeRole.externalId | quote }}
+          # The assumed role's session name, as CloudTrail records it.
+          - name: ECR_REFRESH_ASSUME_ROLE_SESSION_NAME
+            value: {{ .Values.aws.assumeRole.sessionName | quote }}
+          # Last, so that the components' patches by index still hold. This install's name on the Secrets it writes; empty is the ServiceAccount it
+          # runs as (<namespace>/<name>). A Secret another install wrote for registries
+          # this one does not write is refused: give each install its own Secret name.
+          - name: ECR_REFRESH_INSTALL
+            value: {{ .Values.install | quote }}
+          {{- if $webIdentity.roleArn }}
+          # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
+          - name: AWS_ROLE_ARN
+            value: {{ $webIdentity.roleArn | quote }}
+          - name: AWS_WEB_IDENTITY_TOKEN_FILE
+            value: /var/run/secrets/ecr-refresh/aws/token
+          - name: AWS_ROLE_SESSION_NAME
+            value: ecr-refresh
+          {{- end }}
+{{- end }}
+
+{{- /* extraEnv may not name a variable the chart sets: the container would get both entries,
+and Helm's upgrade patch, which keys env by name, would keep the old value (and fail once the
+entry is removed). */}}
+{{- define "ecr-refresh.noDuplicateEnv" -}}
+{{- $own := dict }}
+{{- range (include "ecr-refresh.ownEnv" . | fromYamlArray) }}
+{{- $_ := set $own .name true }}
+{{- end }}
+{{- range .Values.extraEnv }}
+{{- if hasKey $own .name }}
+{{- fail (printf "extraEnv sets %s, which the chart sets itself from its values: set that value instead (values.yaml names the variable beside it), and take %s out of extraEnv" .name .name) }}
+{{- end }}
 {{- end }}
 {{- end }}
