@@ -419,6 +419,54 @@ fn static_keys_extra_env_and_pushgateway_labels_reach_the_container() {
     assert_eq!(cronjob["spec"]["suspend"], true);
 }
 
+/// Two releases sharing one Pushgateway (issue 36 item 6): each pushes its own group, named by
+/// an `install` label, and its alerts select only that.
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn each_release_pushes_its_own_group_and_its_alerts_select_it() {
+    let values = json!({
+        "pushgateway": {"url": "http://gw.monitoring:9091", "groupingLabels": {"cluster": "prod-eu"}},
+        "monitoring": {"prometheusRule": {"enabled": true}},
+    });
+    let docs = render_as("ecr-refresh", "team-b", &values);
+    assert_eq!(
+        env_value(one(&docs, "CronJob"), "ECR_REFRESH_PUSHGATEWAY_LABELS"),
+        "install=team-b/ecr-refresh,cluster=prod-eu"
+    );
+    let rule = one(&docs, "PrometheusRule");
+    let groups = rule["spec"]["groups"].as_array().unwrap();
+    let pushed = groups
+        .iter()
+        .find(|g| g["name"] == "ecr-refresh-pushgateway")
+        .expect("the Pushgateway group");
+    for alert in pushed["rules"].as_array().unwrap() {
+        let expr = alert["expr"].as_str().unwrap();
+        let metrics = expr.matches("ecr_refresh_").count();
+        assert!(metrics > 0, "{expr}");
+        assert_eq!(
+            expr.matches(r#"install="team-b/ecr-refresh""#).count(),
+            metrics,
+            "every series {} reads is the release's own: {expr}",
+            alert["alert"]
+        );
+    }
+
+    let own = render(&json!({
+        "pushgateway": {"url": "http://gw.monitoring:9091", "groupingLabels": {"install": "platform"}},
+    }));
+    assert_eq!(
+        env_value(one(&own, "CronJob"), "ECR_REFRESH_PUSHGATEWAY_LABELS"),
+        "install=platform",
+        "an install label of the operator's replaces the chart's"
+    );
+    let quiet = render(&json!({}));
+    assert_eq!(
+        env_value(one(&quiet, "CronJob"), "ECR_REFRESH_PUSHGATEWAY_LABELS"),
+        "",
+        "no gateway, no label: the binary refuses labels without a gateway"
+    );
+}
+
 /// ci/every-value-values.yaml (which .ci/check-chart lints and validates) sets every key
 /// values.schema.json describes, and no other. (The schema itself is generated from
 /// values.yaml by .ci/render-chart-docs, whose check fails on any drift.)
@@ -575,6 +623,10 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
         (
             json!({"aws": {"assumeRole": {"externalId": "platform-7f3a"}}}),
             "at '/aws/assumeRole/roleArn': minLength: got 0, want 1",
+        ),
+        (
+            json!({"pushgateway": {"url": "http://gw:9091", "groupingLabels": {"cluster": "eu,us"}}}),
+            "at '/pushgateway/groupingLabels/cluster': 'eu,us' does not match",
         ),
         (
             json!({"extraEnv": [{"name": "ECR_REFRESH_CONCURRENCY", "value": "4"}]}),

@@ -110,8 +110,19 @@ of a comma-separated string).
 {{- end }}
 
 {{/* name=value,… in key order, for ECR_REFRESH_PUSHGATEWAY_LABELS. */}}
+{{- /* The release's own series in the Pushgateway: an `install` label (its namespace and full
+name) before the operator's labels, so that two releases never replace each other's group and
+the PrometheusRule's alerts match their own release only. Not `release`: kube-prometheus-stack
+selects PrometheusRules by that label. Only with a gateway: the binary refuses labels without one. */}}
+{{- define "ecr-refresh.installLabel" -}}
+{{ .Release.Namespace }}/{{ include "ecr-refresh.fullname" . }}
+{{- end }}
+
 {{- define "ecr-refresh.groupingLabels" -}}
 {{- $pairs := list }}
+{{- if and .Values.pushgateway.url (not (hasKey .Values.pushgateway.groupingLabels "install")) }}
+{{- $pairs = append $pairs (printf "install=%s" (include "ecr-refresh.installLabel" .)) }}
+{{- end }}
 {{- range $k, $v := .Values.pushgateway.groupingLabels }}
 {{- $pairs = append $pairs (printf "%s=%s" $k $v) }}
 {{- end }}
