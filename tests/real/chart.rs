@@ -1144,6 +1144,49 @@ fn a_check_release_runs_as_the_check_account_granted_reads_only() {
     );
 }
 
+/// The NOTES (issue 36 item 8): a check release says it writes nothing; the first-run Job's
+/// name fits the 63 characters of the `job-name` label its pods get, whatever the release's
+/// name; and uninstalling is said to leave the Secrets, with where to read how to remove them.
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_notes_say_what_the_release_does_and_what_uninstall_leaves() {
+    let cp = ControlPlane::shared();
+    let ns = "notes-words";
+    cp.create_namespace(ns);
+    let chart = chart_path();
+    let notes = |release: &str, values: &[&str]| {
+        let mut args = vec!["install", release, &chart, "-n", ns, "--dry-run=client"];
+        for v in values {
+            args.extend(["--set", v]);
+        }
+        let out = Helm::against(cp).expect(&args, None);
+        out.split_once("NOTES:\n")
+            .unwrap_or_else(|| panic!("no NOTES in: {out}"))
+            .1
+            .to_owned()
+    };
+
+    let refresh = notes("words", &[]);
+    assert!(refresh.contains("writing Secret aws-ecr-token"), "{refresh}");
+    assert!(refresh.contains("Uninstalling leaves the Secrets"), "{refresh}");
+    let check = notes("words", &["mode=check"]);
+    assert!(check.contains("checking Secret aws-ecr-token"), "{check}");
+    assert!(check.contains("writing nothing"), "{check}");
+    assert!(!check.contains("writing Secret"), "{check}");
+
+    let long = "a-release-name-of-fifty-three-characters-for-the-test";
+    assert_eq!(long.len(), 53);
+    let text = notes(long, &["firstRun.enabled=false"]);
+    let job = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("job="))
+        .unwrap_or_else(|| panic!("no job= line: {text}"));
+    let name = job.replace("$(date +%s)", "1764576000");
+    assert!(name.len() <= 63, "{name} is {} characters", name.len());
+    assert!(name.starts_with("a-release-name"), "{name}");
+    assert!(!name.contains("--"), "{name}");
+}
+
 /// The NOTES' first-run lines: the wait they print returns for a failed run as for a done
 /// one, on a real kube-apiserver (no Job controller runs: the admin writes each Job's
 /// status as the controller would, through the status subresource).
