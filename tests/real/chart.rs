@@ -763,6 +763,83 @@ fn chart_path() -> String {
     chart_dir().to_str().expect("a UTF-8 path").to_owned()
 }
 
+/// The same release name in two namespaces (issue 36 item 5): the cluster-wide objects are
+/// named by the full name, so the second install is refused, saying why and what to set, and
+/// installs with fullnameOverride.
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn one_full_name_per_cluster_is_said_plainly_and_fullname_override_lifts_it() {
+    let cp = ControlPlane::shared();
+    let _one = one_policy_release_at_a_time();
+    for ns in ["twice-a", "twice-b"] {
+        cp.create_namespace(ns);
+    }
+    let helm = Helm::against(cp);
+    let chart = chart_path();
+    helm.expect(&["install", "twice", &chart, "-n", "twice-a"], None);
+
+    let out = helm.run(&["install", "twice", &chart, "-n", "twice-b"], None);
+
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a second twice-ecr-refresh installed"
+    );
+    for said in [
+        "ClusterRole twice-ecr-refresh already belongs to a release in namespace twice-a",
+        "fullnameOverride",
+    ] {
+        assert!(stderr.contains(said), "says {said:?}: {stderr}");
+    }
+    helm.expect(
+        &["install", "twice", &chart, "-n", "twice-b"],
+        Some(&json!({"fullnameOverride": "twice-b-ecr-refresh"})),
+    );
+    assert!(get(cp, "clusterrole", None, "twice-b-ecr-refresh").is_some());
+    for ns in ["twice-a", "twice-b"] {
+        helm.expect(&["uninstall", "twice", "-n", ns, "--wait"], None);
+    }
+}
+
+/// commonLabels on every object; global.imageRegistry and global.imagePullSecrets, as
+/// umbrella charts set them; extraObjects rendered as templates (issue 36 item 9).
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn common_labels_globals_and_extra_objects_render() {
+    let docs = render_as(
+        "ecr-refresh",
+        "platform",
+        &json!({
+            "commonLabels": {"team": "platform"},
+            "global": {"imageRegistry": "mirror.example:5000", "imagePullSecrets": ["mirror-pull"]},
+            "imagePullSecrets": [{"name": "own-pull"}],
+            "extraObjects": [{"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "extra", "namespace": "{{ .Release.Namespace }}"}}],
+        }),
+    );
+    // extraObjects are the operator's, as written: every other object carries the labels.
+    for doc in docs.iter().filter(|d| d["metadata"]["name"] != "extra") {
+        assert_eq!(
+            doc["metadata"]["labels"]["team"],
+            "platform",
+            "{} has commonLabels",
+            identity(doc)
+        );
+    }
+    let pod = &one(&docs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "mirror.example:5000/ecr-refresh/ecr-refresh:0.2.0"
+            .replace("0.2.0", &chart_field("appVersion"))
+    );
+    assert_eq!(
+        pod["imagePullSecrets"],
+        json!([{"name": "own-pull"}, {"name": "mirror-pull"}])
+    );
+    let extra = named(&docs, "ConfigMap", "extra");
+    assert_eq!(extra["metadata"]["namespace"], "platform");
+}
+
 #[test]
 #[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn install_upgrade_and_uninstall_leave_the_objects_the_values_say() {
@@ -1167,8 +1244,14 @@ fn the_notes_say_what_the_release_does_and_what_uninstall_leaves() {
     };
 
     let refresh = notes("words", &[]);
-    assert!(refresh.contains("writing Secret aws-ecr-token"), "{refresh}");
-    assert!(refresh.contains("Uninstalling leaves the Secrets"), "{refresh}");
+    assert!(
+        refresh.contains("writing Secret aws-ecr-token"),
+        "{refresh}"
+    );
+    assert!(
+        refresh.contains("Uninstalling leaves the Secrets"),
+        "{refresh}"
+    );
     let check = notes("words", &["mode=check"]);
     assert!(check.contains("checking Secret aws-ecr-token"), "{check}");
     assert!(check.contains("writing nothing"), "{check}");

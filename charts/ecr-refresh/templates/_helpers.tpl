@@ -40,6 +40,9 @@ helm.sh/chart: {{ include "ecr-refresh.chart" . }}
 {{ include "ecr-refresh.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "ecr-refresh.selectorLabels" -}}
@@ -83,11 +86,35 @@ the policy would hold every workload that runs as it. */}}
 {{- end }}
 
 {{/* repository@digest when a digest is set (one image on every node), else repository:tag. */}}
+{{- /* global.imageRegistry, the convention of umbrella charts, replaces the registry host of
+image.repository (its first part, when that names a host). */}}
 {{- define "ecr-refresh.image" -}}
+{{- $repository := .Values.image.repository }}
+{{- with (.Values.global | default dict).imageRegistry }}
+{{- $parts := splitList "/" $repository }}
+{{- if and (gt (len $parts) 1) (or (contains "." (first $parts)) (contains ":" (first $parts)) (eq (first $parts) "localhost")) }}
+{{- $parts = rest $parts }}
+{{- end }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) (join "/" $parts) }}
+{{- end }}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- /* imagePullSecrets, then global.imagePullSecrets (names, or {name: …}). */}}
+{{- define "ecr-refresh.imagePullSecrets" -}}
+{{- $all := list }}
+{{- range .Values.imagePullSecrets }}
+{{- $all = append $all . }}
+{{- end }}
+{{- range (.Values.global | default dict).imagePullSecrets }}
+{{- $all = append $all (ternary (dict "name" .) . (kindIs "string" .)) }}
+{{- end }}
+{{- with $all }}
+{{- toYaml . }}
 {{- end }}
 {{- end }}
 
@@ -97,6 +124,18 @@ schema says so too; this is the message for a value the schema can't see through
 of a comma-separated string).
 */}}
 {{- define "ecr-refresh.checkScope" -}}
+{{- /* The ClusterRoles, their bindings and the admission policy are cluster-wide and named by
+the full name alone, so one full name serves one release per cluster. Helm's own refusal of
+another release's object names neither; this one says what to do. (lookup sees the cluster on
+install and upgrade; helm template sees none.) */}}
+{{- range $name := list (include "ecr-refresh.fullname" .) (include "ecr-refresh.checkName" .) (printf "%s-admission" (include "ecr-refresh.fullname" .)) }}
+{{- with lookup "rbac.authorization.k8s.io/v1" "ClusterRole" "" $name }}
+{{- $owner := index (.metadata.annotations | default dict) "meta.helm.sh/release-namespace" | default "" }}
+{{- if and $owner (ne $owner $.Release.Namespace) }}
+{{- fail (printf "ClusterRole %s already belongs to a release in namespace %s: the chart's cluster-wide objects (ClusterRoles, their bindings, the admission policy) are named by the release's full name, so one full name serves one release per cluster; install this one under another release name, or set fullnameOverride" $name $owner) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if eq .Values.scope "namespaced" }}
 {{- if .Values.namespaceSelector }}
 {{- fail (printf "namespaceSelector %q: scope namespaced gives Roles in the listed namespaces only; a selector needs scope cluster" .Values.namespaceSelector) }}
@@ -109,7 +148,6 @@ of a comma-separated string).
 {{- end }}
 {{- end }}
 
-{{/* name=value,… in key order, for ECR_REFRESH_PUSHGATEWAY_LABELS. */}}
 {{- /* The release's own series in the Pushgateway: an `install` label (its namespace and full
 name) before the operator's labels, so that two releases never replace each other's group and
 the PrometheusRule's alerts match their own release only. Not `release`: kube-prometheus-stack
@@ -118,6 +156,7 @@ selects PrometheusRules by that label. Only with a gateway: the binary refuses l
 {{ .Release.Namespace }}/{{ include "ecr-refresh.fullname" . }}
 {{- end }}
 
+{{/* name=value,… in key order, for ECR_REFRESH_PUSHGATEWAY_LABELS. */}}
 {{- define "ecr-refresh.groupingLabels" -}}
 {{- $pairs := list }}
 {{- if and .Values.pushgateway.url (not (hasKey .Values.pushgateway.groupingLabels "install")) }}
@@ -187,9 +226,9 @@ template:
     serviceAccountName: {{ include "ecr-refresh.podServiceAccountName" . }}
     # ecr-refresh talks to the API server as this ServiceAccount.
     automountServiceAccountToken: true
-    {{- with .Values.imagePullSecrets }}
+    {{- with include "ecr-refresh.imagePullSecrets" . }}
     imagePullSecrets:
-      {{- toYaml . | nindent 6 }}
+      {{- . | nindent 6 }}
     {{- end }}
     {{- with .Values.priorityClassName }}
     priorityClassName: {{ . }}
