@@ -348,15 +348,20 @@ fn the_policy_holds_the_service_accounts_granted_subject_to_for_the_releases_sec
 
 #[test]
 #[ignore = "needs helm (bash .ci/test)"]
-fn the_first_run_hook_job_is_a_run_of_the_cronjob_deleted_when_done() {
+fn the_first_run_job_is_a_run_of_the_cronjob_of_the_release_not_a_hook() {
     let docs = render(&json!({"firstRun": {"enabled": true}}));
     let job = one(&docs, "Job");
-    assert_eq!(job["metadata"]["name"], "ecr-refresh-first-run");
-    assert_eq!(
-        job["metadata"]["annotations"],
-        json!({"helm.sh/hook": "post-install,post-upgrade",
-               "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"})
+    // helm template renders revision 1.
+    assert_eq!(job["metadata"]["name"], "ecr-refresh-first-run-1");
+    assert!(
+        job["metadata"]["annotations"].is_null(),
+        "a hook's failure would fail the release: {}",
+        job["metadata"]["annotations"]
     );
+    let long = "a-release-name-of-fifty-three-characters-for-the-test";
+    let long_docs = render_as(long, "ecr-refresh", &json!({"firstRun": {"enabled": true}}));
+    let name = one(&long_docs, "Job")["metadata"]["name"].as_str().unwrap().to_owned();
+    assert!(name.len() + "99999".len() - 1 <= 63, "{name}: room for its job-name label");
     assert_eq!(
         job["spec"],
         one(&docs, "CronJob")["spec"]["jobTemplate"]["spec"]
@@ -1257,6 +1262,11 @@ fn the_notes_say_what_the_release_does_and_what_uninstall_leaves() {
     assert!(check.contains("writing nothing"), "{check}");
     assert!(!check.contains("writing Secret"), "{check}");
 
+    let first = notes("words", &["firstRun.enabled=true"]);
+    assert!(
+        first.contains("job=words-ecr-refresh-first-run-1"),
+        "names the release's first-run Job: {first}"
+    );
     let long = "a-release-name-of-fifty-three-characters-for-the-test";
     assert_eq!(long.len(), 53);
     let text = notes(long, &["firstRun.enabled=false"]);
