@@ -845,6 +845,22 @@ fn common_labels_globals_and_extra_objects_render() {
     assert_eq!(extra["metadata"]["namespace"], "platform");
 }
 
+/// Values the schema refused though Kubernetes and EKS take them (issue 36 item 7): a
+/// sha512 digest, and an empty region, which leaves AWS_REGION to EKS's webhook.
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn a_sha512_digest_and_an_empty_region_are_taken() {
+    let digest = format!("sha512:{}", "ab".repeat(64));
+    let docs = render(&json!({"image": {"digest": digest}, "aws": {"region": ""}}));
+    let cronjob = one(&docs, "CronJob");
+    let container = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
+    assert!(container["image"].as_str().unwrap().ends_with(&digest));
+    assert!(
+        env_of(cronjob).iter().all(|(name, _)| name != "AWS_REGION"),
+        "no AWS_REGION of ours to shadow the webhook's"
+    );
+}
+
 #[test]
 #[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn install_upgrade_and_uninstall_leave_the_objects_the_values_say() {

@@ -385,9 +385,11 @@ pulling, and ServiceAccounts, for their imagePullSecrets.
 extraEnv. A template of its own, so that extraEnv can be checked against its names. */}}
 {{- define "ecr-refresh.ownEnv" -}}
 {{- $webIdentity := .Values.aws.webIdentity }}
+          {{- if .Values.aws.region }}
           # The region GetAuthorizationToken is called in; also the default registry's.
           - name: AWS_REGION
             value: {{ .Values.aws.region | quote }}
+          {{- end }}
           # refresh; or check, which writes nothing and reports per namespace what keeps
           # its pods from pulling (README, Troubleshooting; rights: check.podRights, or
           # the kustomize component components/check).
