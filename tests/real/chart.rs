@@ -633,6 +633,24 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
             json!({"pushgateway": {"url": "http://gw:9091", "groupingLabels": {"cluster": "eu,us"}}}),
             "at '/pushgateway/groupingLabels/cluster': 'eu,us' does not match",
         ),
+        // Kubernetes objects, closed as the API server's strict validation is (issue 36 item 7):
+        // a mistyped toleration used to become {operator: Exists}, tolerating every taint.
+        (
+            json!({"tolerations": [{"keyy": "dedicated", "operator": "Equal", "value": "ops"}]}),
+            "at '/tolerations/0': additional properties 'keyy' not allowed",
+        ),
+        (
+            json!({"affinity": {"nodeAfinity": {}}}),
+            "additional properties 'nodeAfinity' not allowed",
+        ),
+        (
+            json!({"podSecurityContext": {"runAsNonroot": true}}),
+            "additional properties 'runAsNonroot' not allowed",
+        ),
+        (
+            json!({"extraEnv": [{"name": "A", "valuefrom": {}}]}),
+            "at '/extraEnv/0': additional properties 'valuefrom' not allowed",
+        ),
         (
             json!({"extraEnv": [{"name": "ECR_REFRESH_CONCURRENCY", "value": "4"}]}),
             "extraEnv sets ECR_REFRESH_CONCURRENCY, which the chart sets itself",
@@ -846,12 +864,13 @@ fn common_labels_globals_and_extra_objects_render() {
 }
 
 /// Values the schema refused though Kubernetes and EKS take them (issue 36 item 7): a
-/// sha512 digest, and an empty region, which leaves AWS_REGION to EKS's webhook.
+/// sha512 digest, resources.claims, and an empty region, which leaves AWS_REGION to EKS's webhook.
 #[test]
 #[ignore = "needs helm (bash .ci/test)"]
-fn a_sha512_digest_and_an_empty_region_are_taken() {
+fn a_sha512_digest_resource_claims_and_an_empty_region_are_taken() {
     let digest = format!("sha512:{}", "ab".repeat(64));
-    let docs = render(&json!({"image": {"digest": digest}, "aws": {"region": ""}}));
+    let docs = render(&json!({"image": {"digest": digest}, "aws": {"region": ""},
+        "resources": {"claims": [{"name": "gpu"}]}}));
     let cronjob = one(&docs, "CronJob");
     let container = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
     assert!(container["image"].as_str().unwrap().ends_with(&digest));
