@@ -87,11 +87,20 @@ fn a_second_run_with_renew_before_8h_writes_nothing_and_calls_ecr_0_times() {
         .iter()
         .filter(|r| r.path.ends_with(&format!("/secrets/{SECRET}")))
         .count();
-    assert_eq!(secret_gets, 3, "one read per namespace");
+    assert_eq!(secret_gets, 0, "no read per namespace");
+    let secret_lists: Vec<&Recorded> = requests
+        .iter()
+        .filter(|r| r.path == "/api/v1/secrets")
+        .collect();
+    assert_eq!(secret_lists.len(), 1, "every Secret read in one list");
+    assert_eq!(
+        secret_lists[0].query,
+        format!("fieldSelector=metadata.name%3D{SECRET}&limit=500")
+    );
     assert_eq!(
         requests.len(),
-        3 + 2,
-        "the reads, one list page and /version: {:?}",
+        3,
+        "one Secret list, one namespace page and /version: {:?}",
         requests.iter().map(|r| &r.path).collect::<Vec<_>>()
     );
     for ns in ["a", "b", "c"] {

@@ -25,7 +25,8 @@ pub(crate) struct Stored {
     pub managers: Vec<ManagerEntry>,
 }
 
-/// What a hook does right after the next GET of an object is answered.
+/// What a hook does right after the next GET of an object is answered (or a list page that
+/// covers it: `after_list`).
 pub(crate) enum Hook {
     Delete,
     /// Delete the object's namespace, and everything in it.
@@ -643,6 +644,44 @@ impl Store {
         self.lookup(resource, namespace, name)
             .cloned()
             .ok_or_else(|| status::not_found(resource.plural(), name))
+    }
+
+    /// Runs the hooks waiting for a read of objects this list page covered: those it showed,
+    /// and those it would have shown had they existed (its namespace and field selector
+    /// match, and the key lies within the page). A list is a read as a GET is: the hook
+    /// fires between that read and the write that follows it.
+    pub fn after_list(
+        &mut self,
+        resource: Resource,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+        page: &Value,
+    ) {
+        let after = opts
+            .continue_token
+            .as_deref()
+            .and_then(|t| decode_continue(t).ok())
+            .map(|(_, k)| k);
+        let upto = page["metadata"]["continue"]
+            .as_str()
+            .and_then(|t| decode_continue(t).ok())
+            .map(|(_, k)| k);
+        let covered: Vec<Key> = self
+            .hooks
+            .iter()
+            .filter(|(r, k, _)| {
+                let stub = json!({"metadata": {"namespace": k.0, "name": k.1}});
+                *r == resource
+                    && namespace.is_none_or(|ns| ns == k.0)
+                    && opts.fields.matches(&stub)
+                    && after.as_ref().is_none_or(|a| k > a)
+                    && upto.as_ref().is_none_or(|u| k <= u)
+            })
+            .map(|(_, k, _)| k.clone())
+            .collect();
+        for (ns, name) in covered {
+            self.after_get(resource, &ns, &name);
+        }
     }
 
     /// Runs the hooks waiting for a GET of this object.
