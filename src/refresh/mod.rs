@@ -429,15 +429,13 @@ async fn write_namespace(
             };
             let attached =
                 service_accounts::attach(&api, account, &config.secret_name, config.dry_run, first);
-            let outcome =
-                match attached.await
-                {
-                    Ok(outcome) => outcome,
-                    Err(e) => {
-                        account_errors.push(e.to_string());
-                        AccountOutcome::Failed
-                    }
-                };
+            let outcome = match attached.await {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    account_errors.push(e.to_string());
+                    AccountOutcome::Failed
+                }
+            };
             if outcome == AccountOutcome::Added
                 && let Ok(mut added) = shared.accounts_added.lock()
             {

@@ -175,7 +175,9 @@ impl<'a> Reads<'a> {
             let kept = list
                 .all(|sa: ServiceAccount| {
                     let namespace = sa.metadata.namespace.clone()?;
-                    pending.contains_key(&namespace).then(|| (namespace, trimmed(sa)))
+                    pending
+                        .contains_key(&namespace)
+                        .then(|| (namespace, trimmed(sa)))
                 })
                 .await;
             listed.accounts.push(match kept {

@@ -71,6 +71,8 @@ pub(crate) struct Store {
     resource_version: u64,
     hooks: Vec<(Resource, Key, Hook)>,
     pub expire_next_continue: bool,
+    /// The next continue token presented to a list of this resource is answered 410.
+    pub expire_next_continue_of: Option<Resource>,
     /// ValidatingAdmissionPolicies, run on every write made through a request (not on seeds).
     pub admission: Option<Arc<Admission>>,
 }
@@ -738,7 +740,12 @@ impl Store {
         let (list_rv, after) = match &opts.continue_token {
             Some(token) => {
                 let decoded = decode_continue(token)?;
-                if std::mem::take(&mut self.expire_next_continue) {
+                if std::mem::take(&mut self.expire_next_continue)
+                    || self
+                        .expire_next_continue_of
+                        .take_if(|r| *r == resource)
+                        .is_some()
+                {
                     return Err(status::expired_continue());
                 }
                 (decoded.0, Some(decoded.1))

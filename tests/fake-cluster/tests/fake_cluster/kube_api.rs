@@ -1561,14 +1561,21 @@ fn a_list_that_shows_an_object_or_would_runs_its_read_hooks_as_a_get_does() {
         json!({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": "e30="}}),
         "someone-else",
     );
-    let first = get(&c.url(), "/api/v1/secrets?fieldSelector=metadata.name%3Ds&limit=1");
+    let first = get(
+        &c.url(),
+        "/api/v1/secrets?fieldSelector=metadata.name%3Ds&limit=1",
+    );
     assert_eq!(first.status, 200);
     assert_eq!(first.body["items"][0]["metadata"]["namespace"], "a");
     assert!(
-        c.get(Resource::Secrets, "b", "s").is_none() && c.get(Resource::Secrets, "c", "s").is_some(),
+        c.get(Resource::Secrets, "b", "s").is_none()
+            && c.get(Resource::Secrets, "c", "s").is_some(),
         "a page runs the hooks of its own keys only"
     );
-    let token = first.body["metadata"]["continue"].as_str().unwrap().to_owned();
+    let token = first.body["metadata"]["continue"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let rest = get(
         &c.url(),
         &format!("/api/v1/secrets?fieldSelector=metadata.name%3Ds&limit=500&continue={token}"),
@@ -1580,7 +1587,17 @@ fn a_list_that_shows_an_object_or_would_runs_its_read_hooks_as_a_get_does() {
         .iter()
         .map(|i| i["metadata"]["namespace"].as_str().unwrap())
         .collect();
-    assert_eq!(namespaces, ["c"], "the page shows what was there when it was read");
-    assert!(c.get(Resource::Secrets, "b", "s").is_some(), "created after the page that would show it");
-    assert!(c.get(Resource::Secrets, "c", "s").is_none(), "deleted after the page that showed it");
+    assert_eq!(
+        namespaces,
+        ["c"],
+        "the page shows what was there when it was read"
+    );
+    assert!(
+        c.get(Resource::Secrets, "b", "s").is_some(),
+        "created after the page that would show it"
+    );
+    assert!(
+        c.get(Resource::Secrets, "c", "s").is_none(),
+        "deleted after the page that showed it"
+    );
 }
