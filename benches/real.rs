@@ -261,7 +261,7 @@ fn kubectl_loop(
     parallel: usize,
     password: &str,
     each: fn(&Real, &str, &str) -> real::Measured,
-) -> u64 {
+) -> (u64, Option<f64>) {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let peak = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
