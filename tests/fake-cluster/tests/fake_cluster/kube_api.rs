@@ -1601,3 +1601,59 @@ fn a_list_that_shows_an_object_or_would_runs_its_read_hooks_as_a_get_does() {
         "deleted after the page that showed it"
     );
 }
+
+#[test]
+fn a_list_selected_by_name_is_allowed_by_resource_names_and_no_other_list() {
+    let c = FakeCluster::builder()
+        .rbac_from_yaml(
+            r#"
+kind: ClusterRole
+metadata: {name: ecr-refresh}
+rules:
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: ["s"]
+  verbs: ["get", "list"]
+---
+kind: ClusterRoleBinding
+metadata: {name: ecr-refresh}
+roleRef: {kind: ClusterRole, name: ecr-refresh}
+subjects: [{kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}]
+"#,
+        )
+        .start();
+    c.add_namespace("a", &[]);
+    seed_secret(&c, "a", "s", "kubectl-create");
+    seed_secret(&c, "a", "other", "kubectl-create");
+    for allowed in [
+        "/api/v1/secrets?fieldSelector=metadata.name%3Ds",
+        "/api/v1/secrets?fieldSelector=metadata.name%3D%3Ds&limit=1",
+        "/api/v1/namespaces/a/secrets?fieldSelector=metadata.name%3Ds",
+    ] {
+        let r = get(&c.url(), allowed);
+        assert_eq!(r.status, 200, "{allowed}: {:?}", r.body);
+        let names: Vec<&Value> = r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| &i["metadata"]["name"])
+            .collect();
+        assert_eq!(names, [&json!("s")], "{allowed}");
+    }
+    for refused in [
+        "/api/v1/secrets",
+        "/api/v1/secrets?fieldSelector=metadata.name%3Dother",
+        "/api/v1/secrets?fieldSelector=metadata.name%21%3Ds",
+    ] {
+        let r = get(&c.url(), refused);
+        assert_eq!(r.status, 403, "{refused}");
+    }
+    // As kube-apiserver words it: the name the selector requires is the resource's name.
+    let r = get(&c.url(), "/api/v1/secrets?fieldSelector=metadata.name%3Dother");
+    assert_eq!(
+        r.message(),
+        format!(
+            "secrets \"other\" is forbidden: {USER_CANNOT} list resource \"secrets\" in API group \"\" at the cluster scope"
+        )
+    );
+}
