@@ -37,7 +37,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "ECR_REFRESH_NAMESPACES",
         default: "all",
-        meaning: "comma-separated namespace names and globs (* and ?); literal names need no namespace list",
+        meaning: "comma-separated namespace names and globs (* and ?); literal names need no namespace list, and their Secrets are read by name (per-namespace)",
         accepted: "all, or comma-separated names and globs",
     },
     Variable {

@@ -246,7 +246,7 @@ fn the_policy_and_rbac_follow_the_release_namespace_service_account_and_secret_n
     assert_eq!(
         role["rules"][4],
         json!({"apiGroups": [""], "resources": ["serviceaccounts"],
-               "resourceNames": ["default", "builder"], "verbs": ["get", "patch"]})
+               "resourceNames": ["default", "builder"], "verbs": ["get", "list", "patch"]})
     );
     assert_eq!(
         named(&docs, "ClusterRoleBinding", "ecr-refresh")["subjects"],

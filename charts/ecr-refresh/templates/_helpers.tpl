@@ -327,12 +327,17 @@ adds namespaces: list. Rule 0's name follows secretName.
 */}}
 {{- define "ecr-refresh.secretRules" -}}
 # Read the Secret's uid and apply the fresh token: this Secret only, no other.
+{{- if eq .Values.scope "cluster" }}
+# list: every namespace's Secret of this name in one list, field-selected by
+# metadata.name=<name>, which RBAC takes as the resource name; a list without that
+# selector, or for another name, is refused.
+{{- end }}
 # Rule 0: the name follows the Secret's (secretName; in the kustomize manifests the policy
 # component copies it from ECR_REFRESH_SECRET_NAME).
 - apiGroups: [""]
   resources: ["secrets"]
   resourceNames: [{{ .Values.secretName | quote }}]
-  verbs: ["get", "patch"]
+  verbs: {{ if eq .Values.scope "cluster" }}["get", "list", "patch"]{{ else }}["get", "patch"]{{ end }}
 # Create the Secret where it is missing. A create can't be narrowed to one name:
 # authorization runs before the object exists. The admission policy does it.
 - apiGroups: [""]
@@ -354,11 +359,12 @@ What `ecr-refresh check` reads, read-only: its Secret by name; with check.podRig
 pulling, and ServiceAccounts, for their imagePullSecrets.
 */}}
 {{- define "ecr-refresh.checkRules" -}}
-# Read the Secret, by name only: a check writes nothing.
+# Read the Secret, by name only{{ if eq .Values.scope "cluster" }} (list: every namespace's in one
+# list field-selected by its name){{ end }}: a check writes nothing.
 - apiGroups: [""]
   resources: ["secrets"]
   resourceNames: [{{ .Values.secretName | quote }}]
-  verbs: ["get"]
+  verbs: {{ if eq .Values.scope "cluster" }}["get", "list"]{{ else }}["get"]{{ end }}
 {{- if .Values.check.podRights }}
 # The pods, for the images they pull and whether they are stuck pulling.
 - apiGroups: [""]
@@ -371,13 +377,14 @@ pulling, and ServiceAccounts, for their imagePullSecrets.
 {{- end }}
 {{- end }}
 
-{{/* get and patch on the ServiceAccounts named in serviceAccounts, and on no other. */}}
+{{/* get and patch on the ServiceAccounts named in serviceAccounts, and on no other; with
+scope cluster list too, each name's in one list field-selected by that name. */}}
 {{- define "ecr-refresh.serviceAccountRules" -}}
 {{- with .Values.serviceAccounts }}
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   resourceNames: {{ toJson . }}
-  verbs: ["get", "patch"]
+  verbs: {{ if eq $.Values.scope "cluster" }}["get", "list", "patch"]{{ else }}["get", "patch"]{{ end }}
 {{- end }}
 {{- end }}
 
