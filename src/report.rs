@@ -452,11 +452,18 @@ mod tests {
         assert_eq!(r.exit_code(), exit::FAILED);
         let value: serde_json::Value =
             serde_json::from_str(&r.termination_message(&Summary::default())).unwrap();
-        assert_eq!(value["argocd"], serde_json::json!({"updated": 1, "failed": 1}));
+        assert_eq!(
+            value["argocd"],
+            serde_json::json!({"updated": 1, "failed": 1})
+        );
         assert_eq!(
             value["argocd_failed"],
             serde_json::json!(["aws-ecr-token-210987654321-eu-west-1"])
         );
-        assert_eq!(value["failed"], serde_json::json!([]), "no namespace failed");
+        assert_eq!(
+            value["failed"],
+            serde_json::json!([]),
+            "no namespace failed"
+        );
     }
 }

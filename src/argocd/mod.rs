@@ -60,7 +60,9 @@ impl FromStr for RepoType {
         match s.to_ascii_lowercase().as_str() {
             "helm" => Ok(Self::Helm),
             "oci" => Ok(Self::Oci),
-            _ => Err("must be 'helm' (Helm over OCI, the default) or 'oci' (any letter case)".into()),
+            _ => {
+                Err("must be 'helm' (Helm over OCI, the default) or 'oci' (any letter case)".into())
+            }
         }
     }
 }
@@ -175,7 +177,10 @@ mod tests {
             host("123456789012.dkr.ecr-fips.us-east-1.amazonaws.com"),
         ];
         let e = targets(&name("aws-ecr-token"), &registries).unwrap_err();
-        assert!(e.contains("123456789012.dkr.ecr-fips.us-east-1.amazonaws.com"), "{e}");
+        assert!(
+            e.contains("123456789012.dkr.ecr-fips.us-east-1.amazonaws.com"),
+            "{e}"
+        );
         assert!(e.contains("aws-ecr-token-123456789012-us-east-1"), "{e}");
     }
 

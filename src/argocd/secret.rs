@@ -14,7 +14,9 @@ use crate::argocd::{
     PASSWORD_DIGEST_ANNOTATION, REPO_CREDS, RepoType, SECRET_TYPE_LABEL, Target, USERNAME,
 };
 use crate::pull_secret::due::{self, Decision, Due, Policy};
-use crate::pull_secret::{EXPIRES_ANNOTATION, FIELD_MANAGER, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION};
+use crate::pull_secret::{
+    EXPIRES_ANNOTATION, FIELD_MANAGER, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION,
+};
 
 /// The Secret's type: Argo CD reads its repository Secrets by label, whatever their type.
 pub const OPAQUE: &str = "Opaque";
@@ -51,9 +53,15 @@ pub fn password_digest(password: &[u8]) -> String {
 fn data(repo_type: RepoType, host: &str, password: &[u8]) -> BTreeMap<String, ByteString> {
     let mut data = BTreeMap::from([
         (URL.to_owned(), ByteString(repo_type.url(host).into_bytes())),
-        (USERNAME_KEY.to_owned(), ByteString(USERNAME.as_bytes().to_vec())),
+        (
+            USERNAME_KEY.to_owned(),
+            ByteString(USERNAME.as_bytes().to_vec()),
+        ),
         (PASSWORD.to_owned(), ByteString(password.to_vec())),
-        (TYPE.to_owned(), ByteString(repo_type.as_str().as_bytes().to_vec())),
+        (
+            TYPE.to_owned(),
+            ByteString(repo_type.as_str().as_bytes().to_vec()),
+        ),
     ]);
     if repo_type == RepoType::Helm {
         data.insert(ENABLE_OCI.to_owned(), ByteString(b"true".to_vec()));
@@ -62,7 +70,11 @@ fn data(repo_type: RepoType, host: &str, password: &[u8]) -> BTreeMap<String, By
 }
 
 /// The object we apply or create: only the fields we own.
-pub fn body(desired: &Desired<'_>, uid: Option<String>, resource_version: Option<String>) -> Secret {
+pub fn body(
+    desired: &Desired<'_>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+) -> Secret {
     let host = desired.target.registry.host();
     let password = desired.password.expose_secret().as_bytes();
     Secret {
@@ -77,7 +89,10 @@ pub fn body(desired: &Desired<'_>, uid: Option<String>, resource_version: Option
             annotations: Some(BTreeMap::from([
                 (REGISTRIES_ANNOTATION.to_owned(), host.to_owned()),
                 (EXPIRES_ANNOTATION.to_owned(), desired.expires_at.clone()),
-                (PASSWORD_DIGEST_ANNOTATION.to_owned(), password_digest(password)),
+                (
+                    PASSWORD_DIGEST_ANNOTATION.to_owned(),
+                    password_digest(password),
+                ),
             ])),
             ..ObjectMeta::default()
         },
@@ -149,7 +164,10 @@ pub fn decide(
     policy: &Policy<'_>,
     now: SystemTime,
 ) -> Decision {
-    match reasons(secret, target, repo_type, policy, now).into_iter().next() {
+    match reasons(secret, target, repo_type, policy, now)
+        .into_iter()
+        .next()
+    {
         Some(due) => Decision::Due(due),
         None => {
             let secret = secret.expect("a missing Secret is due");
@@ -178,8 +196,8 @@ pub fn reasons(
         .annotations
         .as_ref()
         .and_then(|a| a.get(PASSWORD_DIGEST_ANNOTATION));
-    let password_kept = value(secret, PASSWORD)
-        .is_some_and(|p| recorded.is_some_and(|d| *d == password_digest(p)));
+    let password_kept =
+        value(secret, PASSWORD).is_some_and(|p| recorded.is_some_and(|d| *d == password_digest(p)));
     let enable_oci = value(secret, ENABLE_OCI);
     let ours_as_written = label(secret) == Some(REPO_CREDS)
         && value(secret, URL) == Some(repo_type.url(host).as_bytes())
@@ -222,7 +240,12 @@ mod tests {
         }
     }
 
-    fn written(target: &Target, repo_type: RepoType, password: &SecretString, now: SystemTime) -> Secret {
+    fn written(
+        target: &Target,
+        repo_type: RepoType,
+        password: &SecretString,
+        now: SystemTime,
+    ) -> Secret {
         let expiry = now + Duration::from_secs(11 * 3600);
         body(
             &Desired {
@@ -256,9 +279,19 @@ mod tests {
         // One written for helm, then judged for oci: due for its url and type only.
         let helm = written(&t, RepoType::Helm, &p, SystemTime::now());
         let mut switched = oci.clone();
-        switched.data.as_mut().unwrap().insert(ENABLE_OCI.into(), ByteString(b"true".to_vec()));
+        switched
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(ENABLE_OCI.into(), ByteString(b"true".to_vec()));
         assert!(matches!(
-            decide(Some(&switched), &t, RepoType::Oci, &policy(), SystemTime::now()),
+            decide(
+                Some(&switched),
+                &t,
+                RepoType::Oci,
+                &policy(),
+                SystemTime::now()
+            ),
             Decision::Fresh { .. }
         ));
         assert_eq!(

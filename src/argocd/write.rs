@@ -26,9 +26,7 @@ const ATTEMPTS: usize = 5;
 pub enum ArgoError {
     #[error("{0}")]
     NotOurs(#[from] NotOurs),
-    #[error(
-        "the Argo CD namespace does not exist: create it, or fix ECR_REFRESH_ARGOCD_NAMESPACE"
-    )]
+    #[error("the Argo CD namespace does not exist: create it, or fix ECR_REFRESH_ARGOCD_NAMESPACE")]
     NoNamespace,
     #[error(
         "forbidden to {action} the Argo CD Secret: {source}; grant ecr-refresh's ServiceAccount create, and get \
@@ -149,7 +147,11 @@ pub async fn write(
         };
         secret::can_write(&current)?;
         let uid = current.metadata.uid.clone();
-        let body = secret::body(desired, uid.clone(), current.metadata.resource_version.clone());
+        let body = secret::body(
+            desired,
+            uid.clone(),
+            current.metadata.resource_version.clone(),
+        );
         let mut params = PatchParams::apply(FIELD_MANAGER).force();
         params.dry_run = desired.dry_run;
         let patch = Patch::Apply(&body);
@@ -166,11 +168,20 @@ pub async fn write(
                 });
             }
             Err(RequestError::Api(s)) if s.is_conflict() && s.message.contains("uid mismatch") => {
-                debug!(secret = name, uid = uid.as_deref().unwrap_or("-"), "Argo CD Secret deleted between our read and our apply");
+                debug!(
+                    secret = name,
+                    uid = uid.as_deref().unwrap_or("-"),
+                    "Argo CD Secret deleted between our read and our apply"
+                );
                 deleted_uid = uid;
             }
-            Err(RequestError::Api(s)) if s.is_conflict() || (s.is_invalid() && is_uid_field(&s)) => {
-                debug!(secret = name, "Argo CD Secret changed between our read and our apply; reading it again");
+            Err(RequestError::Api(s))
+                if s.is_conflict() || (s.is_invalid() && is_uid_field(&s)) =>
+            {
+                debug!(
+                    secret = name,
+                    "Argo CD Secret changed between our read and our apply; reading it again"
+                );
             }
             Err(e) => return Err(ArgoError::request("apply", e)),
         }

@@ -31,7 +31,15 @@ pub async fn check(
         let detail: Vec<String> = findings.iter().map(ToString::to_string).collect();
         let expires_at = expires_at.as_deref();
         if findings.is_empty() {
-            info!(namespace, secret, argocd = true, registry = target.registry.host(), expires_at, result = "ok", "Argo CD Secret ok");
+            info!(
+                namespace,
+                secret,
+                argocd = true,
+                registry = target.registry.host(),
+                expires_at,
+                result = "ok",
+                "Argo CD Secret ok"
+            );
         } else {
             warn!(namespace, secret, argocd = true, registry = target.registry.host(), expires_at, findings = %kinds.join(","), detail = %detail.join("; "), result = "findings", "Argo CD Secret has findings");
         }
@@ -60,7 +68,9 @@ fn judge(
         );
     }
     let mut findings = Vec::new();
-    for reason in crate::argocd::secret::reasons(Some(current), target, argocd.repo_type, policy, now) {
+    for reason in
+        crate::argocd::secret::reasons(Some(current), target, argocd.repo_type, policy, now)
+    {
         match reason {
             Due::ExpiresSoon { expires_at, .. } => {
                 let at = humantime::format_rfc3339_seconds(expires_at).to_string();

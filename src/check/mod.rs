@@ -202,7 +202,8 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
     if let Some(argo) = &config.argocd
         && stop.reason().is_none()
     {
-        for (secret, findings) in argocd::check(&shared.client, argo, &shared.rules.policy()).await {
+        for (secret, findings) in argocd::check(&shared.client, argo, &shared.rules.policy()).await
+        {
             tally.argocd += 1;
             if !findings.is_empty() {
                 tally.argocd_with_findings.push(secret);

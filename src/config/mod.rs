@@ -331,7 +331,11 @@ fn parse_argocd(
         namespace,
         NamespaceName::from_str,
     )?;
-    let parsed_type = parse_opt("ECR_REFRESH_ARGOCD_TYPE", repo_type.clone(), RepoType::from_str)?;
+    let parsed_type = parse_opt(
+        "ECR_REFRESH_ARGOCD_TYPE",
+        repo_type.clone(),
+        RepoType::from_str,
+    )?;
     let Some(namespace) = namespace else {
         return match repo_type {
             Some(t) => Err(invalid(

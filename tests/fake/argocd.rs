@@ -23,7 +23,10 @@ fn on(registries: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn env<'a>(vars: &'a [(&'static str, String)], more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+fn env<'a>(
+    vars: &'a [(&'static str, String)],
+    more: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
     vars.iter()
         .map(|(k, v)| (*k, v.as_str()))
         .chain(more.iter().copied())
@@ -60,7 +63,7 @@ fn termination(h: &Harness) -> Value {
 
 #[test]
 fn a_run_writes_one_repo_creds_secret_per_private_registry_in_the_argocd_namespace_it_does_not_select()
-{
+ {
     let h = Harness::new();
     h.namespaces(&["app", ARGOCD]);
     let vars = on(&format!("{REGISTRY},{OTHER},public.ecr.aws"));
@@ -73,8 +76,15 @@ fn a_run_writes_one_repo_creds_secret_per_private_registry_in_the_argocd_namespa
     for (name, host) in [(FIRST_NAME, REGISTRY), (OTHER_NAME, OTHER)] {
         let secret = argo_secret(&h, name).unwrap_or_else(|| panic!("no {name}"));
         assert_eq!(secret["type"], "Opaque");
-        assert_eq!(secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"], "repo-creds");
-        assert_eq!(data(&secret, "url").as_deref(), Some(host), "helm: the bare host");
+        assert_eq!(
+            secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"],
+            "repo-creds"
+        );
+        assert_eq!(
+            data(&secret, "url").as_deref(),
+            Some(host),
+            "helm: the bare host"
+        );
         assert_eq!(data(&secret, "username").as_deref(), Some("AWS"));
         assert_eq!(data(&secret, "type").as_deref(), Some("helm"));
         assert_eq!(data(&secret, "enableOCI").as_deref(), Some("true"));
@@ -91,19 +101,29 @@ fn a_run_writes_one_repo_creds_secret_per_private_registry_in_the_argocd_namespa
         assert_eq!(l["uid_after"], uid(&secret));
         assert_eq!(l["due"], "missing");
     }
-    assert!(h.secret(ARGOCD).is_none(), "the Argo CD namespace is not selected: no pull Secret there");
+    assert!(
+        h.secret(ARGOCD).is_none(),
+        "the Argo CD namespace is not selected: no pull Secret there"
+    );
     let summary = run.summary();
-    assert_eq!(summary["argocd_written"], 2, "none for ECR Public: {summary}");
+    assert_eq!(
+        summary["argocd_written"], 2,
+        "none for ECR Public: {summary}"
+    );
     assert_eq!(summary["namespaces"], 1);
     let message = termination(&h);
     assert_eq!(message["argocd"], json!({"created": 2}));
     assert_eq!(message["argocd_failed"], json!([]));
-    assert_eq!(h.ecr.calls().len(), 2, "one ECR call per region, shared with the pull Secrets");
+    assert_eq!(
+        h.ecr.calls().len(),
+        2,
+        "one ECR call per region, shared with the pull Secrets"
+    );
 }
 
 #[test]
 fn a_secret_someone_made_under_our_name_is_updated_in_place_keeping_their_keys_labels_and_annotations()
-{
+ {
     let h = Harness::new();
     h.namespaces(&["app", ARGOCD]);
     let seeded = h.cluster.seed(
@@ -135,7 +155,10 @@ fn a_secret_someone_made_under_our_name_is_updated_in_place_keeping_their_keys_l
     assert_ne!(data(&secret, "password").as_deref(), Some("stale"));
     assert_eq!(data(&secret, "proxy").as_deref(), Some("http://proxy:3128"));
     assert_eq!(secret["metadata"]["labels"]["team"], "platform");
-    assert_eq!(secret["metadata"]["labels"]["app.kubernetes.io/managed-by"], "ecr-refresh");
+    assert_eq!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "ecr-refresh"
+    );
     assert_eq!(secret["metadata"]["annotations"]["note"], "made by hand");
     assert!(
         h.cluster
@@ -148,7 +171,7 @@ fn a_secret_someone_made_under_our_name_is_updated_in_place_keeping_their_keys_l
 
 #[test]
 fn a_run_where_nothing_is_due_writes_no_argo_cd_secret_and_asks_ecr_nothing_then_one_that_is_due_writes_it_in_place()
-{
+ {
     let h = Harness::new();
     h.namespaces(&["app", ARGOCD]);
     let vars = on(REGISTRY);
@@ -161,15 +184,25 @@ fn a_run_where_nothing_is_due_writes_no_argo_cd_secret_and_asks_ecr_nothing_then
     quiet.expect_code(0);
     assert_eq!(h.ecr.calls().len(), calls, "nothing due: no ECR call");
     assert_eq!(line(&quiet, FIRST_NAME)["outcome"], "fresh");
-    assert_eq!(h.cluster.history(Resource::Secrets, ARGOCD, FIRST_NAME).len(), 1, "not written");
+    assert_eq!(
+        h.cluster
+            .history(Resource::Secrets, ARGOCD, FIRST_NAME)
+            .len(),
+        1,
+        "not written"
+    );
     assert_eq!(quiet.summary()["argocd_fresh"], 1);
 
     // Someone edits the password: due, rewritten in place, though the pull Secret is not due.
-    h.cluster.seed(Resource::Secrets, {
-        let mut edited = first.clone();
-        edited["data"]["password"] = json!(b64("edited"));
-        edited
-    }, "someone");
+    h.cluster.seed(
+        Resource::Secrets,
+        {
+            let mut edited = first.clone();
+            edited["data"]["password"] = json!(b64("edited"));
+            edited
+        },
+        "someone",
+    );
     let edited_uid = uid(&argo_secret(&h, FIRST_NAME).unwrap());
     let due = h.run(&env(&vars, &[("ECR_REFRESH_RENEW_BEFORE", "8h")]));
     due.expect_code(0);
@@ -179,7 +212,10 @@ fn a_run_where_nothing_is_due_writes_no_argo_cd_secret_and_asks_ecr_nothing_then
     assert_eq!(l["due"], "entries-changed");
     assert_eq!(l["uid_before"], edited_uid.as_str());
     assert_eq!(l["uid_after"], edited_uid.as_str());
-    assert_ne!(data(&argo_secret(&h, FIRST_NAME).unwrap(), "password").as_deref(), Some("edited"));
+    assert_ne!(
+        data(&argo_secret(&h, FIRST_NAME).unwrap(), "password").as_deref(),
+        Some("edited")
+    );
 }
 
 #[test]
@@ -221,7 +257,11 @@ fn another_argo_cd_secret_under_our_name_is_left_untouched_and_fails_the_run() {
     let l = line(&run, FIRST_NAME);
     assert_eq!(l["outcome"], "failed");
     assert!(l["error"].as_str().unwrap().contains("cluster"), "{l}");
-    assert_eq!(run.outcome("app"), "created", "the namespaces are written all the same");
+    assert_eq!(
+        run.outcome("app"),
+        "created",
+        "the namespaces are written all the same"
+    );
     assert_eq!(termination(&h)["argocd_failed"], json!([FIRST_NAME]));
 }
 
@@ -233,7 +273,13 @@ fn the_oci_type_writes_an_oci_url_and_a_switch_from_helm_rewrites_it_in_place() 
     h.run(&env(&vars, &[])).expect_code(0);
     let before = argo_secret(&h, FIRST_NAME).unwrap();
 
-    let run = h.run(&env(&vars, &[("ECR_REFRESH_ARGOCD_TYPE", "oci"), ("ECR_REFRESH_RENEW_BEFORE", "8h")]));
+    let run = h.run(&env(
+        &vars,
+        &[
+            ("ECR_REFRESH_ARGOCD_TYPE", "oci"),
+            ("ECR_REFRESH_RENEW_BEFORE", "8h"),
+        ],
+    ));
 
     run.expect_code(0);
     let after = argo_secret(&h, FIRST_NAME).unwrap();
@@ -244,16 +290,27 @@ fn the_oci_type_writes_an_oci_url_and_a_switch_from_helm_rewrites_it_in_place() 
     // Created by a POST, its fields are owned by an update: an apply that no longer sends
     // enableOCI leaves it (Argo CD reads it for helm only).
     assert_eq!(data(&after, "enableOCI").as_deref(), Some("true"));
-    let again = h.run(&env(&vars, &[("ECR_REFRESH_ARGOCD_TYPE", "oci"), ("ECR_REFRESH_RENEW_BEFORE", "8h")]));
+    let again = h.run(&env(
+        &vars,
+        &[
+            ("ECR_REFRESH_ARGOCD_TYPE", "oci"),
+            ("ECR_REFRESH_RENEW_BEFORE", "8h"),
+        ],
+    ));
     again.expect_code(0);
-    assert_eq!(line(&again, FIRST_NAME)["outcome"], "fresh", "and then it is fresh as an oci Secret");
+    assert_eq!(
+        line(&again, FIRST_NAME)["outcome"],
+        "fresh",
+        "and then it is fresh as an oci Secret"
+    );
 }
 
 #[test]
 fn a_registry_removed_from_the_configuration_leaves_its_argo_cd_secret_alone_and_says_so() {
     let h = Harness::new();
     h.namespaces(&["app", ARGOCD]);
-    h.run(&env(&on(&format!("{REGISTRY},{OTHER}")), &[])).expect_code(0);
+    h.run(&env(&on(&format!("{REGISTRY},{OTHER}")), &[]))
+        .expect_code(0);
     let left = argo_secret(&h, OTHER_NAME).unwrap();
 
     let run = h.run(&env(&on(REGISTRY), &[]));
@@ -271,11 +328,26 @@ fn a_registry_removed_from_the_configuration_leaves_its_argo_cd_secret_alone_and
 fn the_argo_cd_variables_are_refused_before_anything_is_sent_when_they_cannot_work() {
     let h = Harness::new();
     for (vars, says) in [
-        (vec![("ECR_REFRESH_ARGOCD_TYPE", "oci")], "ECR_REFRESH_ARGOCD_TYPE"),
-        (vec![("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD), ("ECR_REFRESH_ARGOCD_TYPE", "git")], "ECR_REFRESH_ARGOCD_TYPE"),
-        (vec![("ECR_REFRESH_ARGOCD_NAMESPACE", "Argo CD")], "ECR_REFRESH_ARGOCD_NAMESPACE"),
         (
-            vec![("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD), ("ECR_REFRESH_REGISTRIES", "public.ecr.aws")],
+            vec![("ECR_REFRESH_ARGOCD_TYPE", "oci")],
+            "ECR_REFRESH_ARGOCD_TYPE",
+        ),
+        (
+            vec![
+                ("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD),
+                ("ECR_REFRESH_ARGOCD_TYPE", "git"),
+            ],
+            "ECR_REFRESH_ARGOCD_TYPE",
+        ),
+        (
+            vec![("ECR_REFRESH_ARGOCD_NAMESPACE", "Argo CD")],
+            "ECR_REFRESH_ARGOCD_NAMESPACE",
+        ),
+        (
+            vec![
+                ("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD),
+                ("ECR_REFRESH_REGISTRIES", "public.ecr.aws"),
+            ],
             "ECR_REFRESH_REGISTRIES",
         ),
     ] {
@@ -297,7 +369,13 @@ fn check_reports_each_argo_cd_secrets_expiry_and_a_missing_one_as_a_finding() {
         .as_str()
         .unwrap()
         .to_owned();
-    let ok = h.run(&env(&vars, &[("ECR_REFRESH_MODE", "check"), ("ECR_REFRESH_RENEW_BEFORE", "8h")]));
+    let ok = h.run(&env(
+        &vars,
+        &[
+            ("ECR_REFRESH_MODE", "check"),
+            ("ECR_REFRESH_RENEW_BEFORE", "8h"),
+        ],
+    ));
     ok.expect_code(0);
     let first = ok
         .lines
@@ -308,9 +386,22 @@ fn check_reports_each_argo_cd_secrets_expiry_and_a_missing_one_as_a_finding() {
     assert_eq!(first["expires_at"], expires.as_str());
 
     // Without its second registry's Secret: a finding, exit 1.
-    let writes_before = h.cluster.requests().iter().filter(|r| r.method != "GET").count();
-    let vars = on(&format!("{REGISTRY},{OTHER},999999999999.dkr.ecr.us-west-2.amazonaws.com"));
-    let missing = h.run(&env(&vars, &[("ECR_REFRESH_MODE", "check"), ("ECR_REFRESH_RENEW_BEFORE", "8h")]));
+    let writes_before = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.method != "GET")
+        .count();
+    let vars = on(&format!(
+        "{REGISTRY},{OTHER},999999999999.dkr.ecr.us-west-2.amazonaws.com"
+    ));
+    let missing = h.run(&env(
+        &vars,
+        &[
+            ("ECR_REFRESH_MODE", "check"),
+            ("ECR_REFRESH_RENEW_BEFORE", "8h"),
+        ],
+    ));
     missing.expect_code(1);
     let line = missing
         .lines
@@ -319,8 +410,53 @@ fn check_reports_each_argo_cd_secrets_expiry_and_a_missing_one_as_a_finding() {
         .unwrap();
     assert_eq!(line["result"], "findings");
     assert_eq!(
-        h.cluster.requests().iter().filter(|r| r.method != "GET").count(),
+        h.cluster
+            .requests()
+            .iter()
+            .filter(|r| r.method != "GET")
+            .count(),
         writes_before,
         "a check writes nothing"
     );
+}
+
+#[test]
+fn an_argo_cd_secret_deleted_between_our_read_and_our_apply_is_created_fresh_and_one_changed_is_read_again()
+ {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    let vars = on(REGISTRY);
+    h.run(&env(&vars, &[])).expect_code(0);
+    let first = uid(&argo_secret(&h, FIRST_NAME).unwrap());
+
+    // Changed by someone after our read: the apply pinned to the resourceVersion read is
+    // refused, the Secret read again, and their change kept.
+    h.cluster
+        .change_after_next_get(Resource::Secrets, ARGOCD, FIRST_NAME, |secret| {
+            secret["metadata"]["labels"]["changed"] = json!("meanwhile");
+        });
+    let changed = h.run(&env(&vars, &[]));
+    changed.expect_code(0);
+    let after = argo_secret(&h, FIRST_NAME).unwrap();
+    assert_eq!(line(&changed, FIRST_NAME)["outcome"], "updated");
+    assert_eq!(uid(&after), first);
+    assert_eq!(after["metadata"]["labels"]["changed"], "meanwhile");
+    assert_eq!(
+        h.statuses("PATCH", FIRST_NAME),
+        [409, 200],
+        "the stale apply refused, then one over what was read again"
+    );
+
+    // Deleted after our read: the apply pinned to its uid cannot resurrect it; it is
+    // created fresh, and the line says so.
+    h.cluster
+        .delete_after_next_get(Resource::Secrets, ARGOCD, FIRST_NAME);
+    let deleted = h.run(&env(&vars, &[]));
+    deleted.expect_code(0);
+    let l = line(&deleted, FIRST_NAME);
+    assert_eq!(l["outcome"], "recreated");
+    assert_eq!(l["uid_before"], first.as_str());
+    let fresh = uid(&argo_secret(&h, FIRST_NAME).unwrap());
+    assert_ne!(fresh, first);
+    assert_eq!(l["uid_after"], fresh.as_str());
 }
