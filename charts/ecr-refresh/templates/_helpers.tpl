@@ -311,6 +311,12 @@ template:
           # The assumed role's session name, as CloudTrail records it.
           - name: ECR_REFRESH_ASSUME_ROLE_SESSION_NAME
             value: {{ .Values.aws.assumeRole.sessionName | quote }}
+          # Argo CD's namespace: a repo-creds Secret per private registry there; empty: none.
+          - name: ECR_REFRESH_ARGOCD_NAMESPACE
+            value: {{ .Values.argocd.namespace | quote }}
+          # helm or oci: how Argo CD reads the registry; only with ECR_REFRESH_ARGOCD_NAMESPACE.
+          - name: ECR_REFRESH_ARGOCD_TYPE
+            value: {{ if .Values.argocd.namespace }}{{ .Values.argocd.type | quote }}{{ else }}""{{ end }}
           {{- if $webIdentity.roleArn }}
           # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
           - name: AWS_ROLE_ARN
@@ -410,4 +416,24 @@ pulling, and ServiceAccounts, for their imagePullSecrets.
   resourceNames: {{ toJson . }}
   verbs: ["get", "patch"]
 {{- end }}
+{{- end }}
+
+{{/*
+The Argo CD Secrets (argocd.namespace), as JSON: each name, <secretName>-<account>-<region>,
+to its registry host, for every private registry in `registries` (ECR Public gets none), as
+ecr-refresh names them (src/argocd/mod.rs). Fails when none is private: ecr-refresh would
+refuse the configuration (exit 2).
+*/}}
+{{- define "ecr-refresh.argocdSecrets" -}}
+{{- $secrets := dict -}}
+{{- range .Values.registries -}}
+{{- if regexMatch "^[0-9]{12}\\.dkr[.-]ecr(-fips)?\\.[a-z0-9-]+\\." . -}}
+{{- $name := printf "%s-%s" $.Values.secretName (regexReplaceAll "^([0-9]{12})\\.dkr[.-]ecr(-fips)?\\.([a-z0-9-]+)\\..*$" . "${1}-${3}") -}}
+{{- $_ := set $secrets $name . -}}
+{{- end -}}
+{{- end -}}
+{{- if not $secrets -}}
+{{- fail "argocd.namespace needs the private registries listed in registries (<account>.dkr.ecr.<region>.amazonaws.com): the Argo CD Secrets are named after each one's account and region" -}}
+{{- end -}}
+{{- toJson $secrets -}}
 {{- end }}
