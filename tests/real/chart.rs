@@ -38,7 +38,7 @@ fn chart_field(key: &str) -> String {
 }
 
 /// Helm: `HELM`, else `helm` on PATH. Missing, the test fails and says how to build it.
-fn helm_binary() -> PathBuf {
+pub(crate) fn helm_binary() -> PathBuf {
     const BUILD: &str = "build it with `.ci/go-tool helm` and set HELM=\"$(.ci/go-tool helm | tail -1)/helm\" (or put that directory on PATH)";
     if let Some(path) = std::env::var_os("HELM").filter(|v| !v.is_empty()) {
         let path = PathBuf::from(path);
