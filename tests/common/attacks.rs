@@ -443,15 +443,16 @@ pub fn argocd_secret_body(name: &str, url: &str) -> Value {
     })
 }
 
-/// The attacks on the Argo CD namespace. A POST aims at a namespace without our Secret
-/// (`argocd_target_objects(ns, false)`), every other request at one with it (`true`).
-pub fn argocd_attacks(ns: &str) -> Vec<Attack> {
+/// The attacks on the Argo CD namespace `ns`, where our Secret is `name`. A POST aims at a
+/// namespace without our Secret (`argocd_target_objects(ns, name, false)`), every other
+/// request at one with it (`true`).
+pub fn argocd_attacks(ns: &str, name: &str) -> Vec<Attack> {
     let creates = format!("/api/v1/namespaces/{ns}/secrets");
-    let ours = format!("{creates}/{ARGOCD_SECRET}");
+    let ours = format!("{creates}/{name}");
     let merge = "application/merge-patch+json";
     let names = "may only write the Argo CD Secrets";
     let with = |change: &dyn Fn(&mut Value)| {
-        let mut body = argocd_secret_body(ARGOCD_SECRET, REGISTRY);
+        let mut body = argocd_secret_body(name, REGISTRY);
         change(&mut body);
         body
     };
@@ -500,7 +501,7 @@ pub fn argocd_attacks(ns: &str) -> Vec<Attack> {
             method: "POST",
             path: creates.clone(),
             content_type: "application/json",
-            body: argocd_secret_body(ARGOCD_SECRET, "ghcr.io/attacker"),
+            body: argocd_secret_body(name, "ghcr.io/attacker"),
         },
         Attack {
             what: "Argo CD: our Secret with another data key",
@@ -579,7 +580,7 @@ pub fn argocd_refused_by_rbac(what: &str) -> bool {
 
 /// The Argo CD namespace as Argo CD and others left it: its own argocd-secret, a cluster
 /// Secret, and (with `ours`) our Secret with someone else's label, annotation and key.
-pub fn argocd_target_objects(ns: &str, ours: bool) -> Vec<(&'static str, Value)> {
+pub fn argocd_target_objects(ns: &str, name: &str, ours: bool) -> Vec<(&'static str, Value)> {
     let mut objects = vec![
         (
             "kubectl-create",
@@ -602,7 +603,7 @@ pub fn argocd_target_objects(ns: &str, ours: bool) -> Vec<(&'static str, Value)>
         ),
     ];
     if ours {
-        let mut secret = argocd_secret_body(ARGOCD_SECRET, REGISTRY);
+        let mut secret = argocd_secret_body(name, REGISTRY);
         secret["metadata"]["namespace"] = json!(ns);
         secret["metadata"]["labels"]["team"] = json!("platform");
         secret["metadata"]["annotations"] = json!({ "team.example.com/owner": "alice" });

@@ -770,16 +770,17 @@ const ARGOCD_DENIED: &str = "ValidatingAdmissionPolicy 'ecr-refresh-argocd' with
 #[ignore = "needs kubectl (bash .ci/test)"]
 fn every_argo_cd_attack_is_refused_by_the_argocd_policy_even_with_wider_rbac() {
     use common::attacks::{
-        ARGOCD_NAMESPACE, argocd_attacks, argocd_refused_by_rbac, argocd_target_objects,
+        ARGOCD_NAMESPACE, ARGOCD_SECRET, argocd_attacks, argocd_refused_by_rbac,
+        argocd_target_objects,
     };
     for variant in ["", "namespaced"] {
         let rendered = common::manifests::render_component(variant, Some("argocd"));
         for (rbac, extra) in [("the manifests' RBAC", ""), ("wide RBAC", WIDE_RBAC)] {
-            for attack in argocd_attacks(ARGOCD_NAMESPACE) {
+            for attack in argocd_attacks(ARGOCD_NAMESPACE, ARGOCD_SECRET) {
                 let cluster = cluster(&rendered, extra);
                 seed_objects(
                     &cluster,
-                    argocd_target_objects(ARGOCD_NAMESPACE, attack.method != "POST"),
+                    argocd_target_objects(ARGOCD_NAMESPACE, ARGOCD_SECRET, attack.method != "POST"),
                 );
                 let (status, body) = send(
                     &cluster,
@@ -816,7 +817,10 @@ fn a_full_run_with_argo_cd_passes_under_the_component_and_both_policies() {
         let rendered = common::manifests::render_component(variant, Some("argocd"));
         let h = Harness::with(cluster(&rendered, ""));
         seed_run(&h, ["team-a", "team-b", "team-c"]);
-        seed_objects(&h.cluster, argocd_target_objects(ARGOCD_NAMESPACE, false));
+        seed_objects(
+            &h.cluster,
+            argocd_target_objects(ARGOCD_NAMESPACE, ARGOCD_SECRET, false),
+        );
         let env: Vec<(String, String)> = cronjob_env(&rendered);
         assert!(
             env.iter()
