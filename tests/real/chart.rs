@@ -1211,18 +1211,25 @@ fn argocd_renders_a_role_by_name_in_its_namespace_and_its_own_policy_only_when_s
     assert_eq!(role["rules"][0]["verbs"], json!(["get", "patch"]));
     named(&docs, "RoleBinding", "ecr-refresh-argocd");
     let policy = named(&docs, "ValidatingAdmissionPolicy", "ecr-refresh-argocd");
-    let hosts = policy["spec"]["variables"][0]["expression"]
+    let urls = policy["spec"]["variables"][0]["expression"]
         .as_str()
         .unwrap();
     assert!(
-        hosts.contains(&format!(
-            "'aws-ecr-token-123456789012-us-east-1': '{REGISTRY}'"
-        )) && hosts.contains(&format!(
-            "'aws-ecr-token-210987654321-us-gov-west-1': '{other}'"
+        urls.contains(&format!(
+            "'aws-ecr-token-123456789012-us-east-1': 'oci://{REGISTRY}'"
+        )) && urls.contains(&format!(
+            "'aws-ecr-token-210987654321-us-gov-west-1': 'oci://{other}'"
         )),
-        "{hosts}"
+        "{urls}"
     );
-    assert_eq!(policy["spec"]["variables"][1]["expression"], "'oci://'");
+    // As a Secret's data reaches CEL: base64 text.
+    let encoded = policy["spec"]["variables"][1]["expression"]
+        .as_str()
+        .unwrap();
+    assert!(
+        encoded.contains(&b64(&format!("oci://{REGISTRY}"))),
+        "{encoded}"
+    );
     named(
         &docs,
         "ValidatingAdmissionPolicyBinding",
