@@ -279,6 +279,8 @@ fn every_argo_cd_attack_is_refused_on_a_real_server_under_the_component() {
         argocd_target_objects,
     };
     let cp = &ControlPlane::start();
+    // kube-apiserver never fills in a policy's status (its type check): this controller does.
+    cp.start_policy_status_controller();
     namespaces(cp, &[ARGOCD_NAMESPACE]);
     let manifests = copy();
     let root = manifests.path().join("manifests");
@@ -291,6 +293,13 @@ fn every_argo_cd_attack_is_refused_on_a_real_server_under_the_component() {
         Some("argocd"),
     );
     wait_until_enforced(cp, "default");
+    // The server type-checks the Argo CD policy without a warning.
+    let policy = common::real::checked_policy(cp, "ecr-refresh-argocd");
+    let warnings = &policy["status"]["typeChecking"]["expressionWarnings"];
+    assert!(
+        warnings.is_null() || warnings.as_array().is_some_and(|w| w.is_empty()),
+        "the server's type check warns: {warnings:#}"
+    );
     let objects: Vec<Value> = argocd_target_objects(ARGOCD_NAMESPACE, ARGOCD_SECRET, true)
         .into_iter()
         .filter(|(_, o)| o["kind"] == "Secret")
