@@ -12,7 +12,6 @@ use tracing::debug;
 
 use crate::argocd::secret::{self, Desired, NotOurs};
 use crate::argocd::{RepoType, Target};
-use crate::cluster::events;
 use crate::cluster::retry::{self, RequestError};
 use crate::pull_secret::FIELD_MANAGER;
 use crate::pull_secret::due::{Decision, Policy};
@@ -54,19 +53,6 @@ impl ArgoError {
             Self::Forbidden { action, source }
         } else {
             Self::Request { action, source }
-        }
-    }
-
-    /// The reason of the Warning Event about it.
-    pub fn event_reason(&self) -> &'static str {
-        match self {
-            Self::NotOurs(NotOurs::WrongType(_) | NotOurs::OtherArgoSecret(_)) => {
-                events::WRONG_TYPE
-            }
-            Self::NotOurs(NotOurs::Immutable) => events::IMMUTABLE,
-            Self::Forbidden { .. } => events::FORBIDDEN,
-            Self::NoNamespace | Self::Request { .. } => events::REFRESH_FAILED,
-            Self::Contended => events::CONTENDED,
         }
     }
 }

@@ -460,3 +460,25 @@ fn an_argo_cd_secret_deleted_between_our_read_and_our_apply_is_created_fresh_and
     assert_ne!(fresh, first);
     assert_eq!(l["uid_after"], fresh.as_str());
 }
+
+#[test]
+fn a_missing_argo_cd_namespace_fails_its_secrets_and_says_what_to_do() {
+    let h = Harness::new();
+    h.namespaces(&["app"]);
+    let vars = on(REGISTRY);
+
+    let run = h.run(&env(&vars, &[]));
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("app"), "created");
+    let l = line(&run, FIRST_NAME);
+    assert_eq!(l["outcome"], "failed");
+    assert!(
+        l["error"]
+            .as_str()
+            .unwrap()
+            .contains("fix ECR_REFRESH_ARGOCD_NAMESPACE"),
+        "{l}"
+    );
+    assert_eq!(run.summary()["argocd_failed"], 1);
+}
