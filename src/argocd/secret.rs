@@ -120,9 +120,17 @@ pub enum NotOurs {
          and ecr-refresh left it untouched; rename it, or set ECR_REFRESH_SECRET_NAME to another name"
     )]
     OtherArgoSecret(String),
+    #[error(
+        "the Secret is not labelled {SECRET_TYPE_LABEL}: {REPO_CREDS}: it is someone else's, and ecr-refresh \
+         left it untouched (the admission policy would refuse to label it); rename it, or set \
+         ECR_REFRESH_SECRET_NAME to another name"
+    )]
+    Unlabelled,
 }
 
-/// Whether a write could fix the Secret: Opaque, mutable, and no other Argo CD Secret.
+/// Whether a write could fix the Secret: Opaque, mutable, and already Argo CD repository
+/// credentials (its label `repo-creds`): anything else under our name is someone else's,
+/// and the admission policy refuses to change that label, as this refuses to try.
 pub fn can_write(current: &Secret) -> Result<(), NotOurs> {
     let found = current.type_.as_deref().unwrap_or(OPAQUE);
     if found != OPAQUE {
@@ -132,8 +140,9 @@ pub fn can_write(current: &Secret) -> Result<(), NotOurs> {
         return Err(NotOurs::Immutable);
     }
     match label(current) {
-        None | Some(REPO_CREDS) => Ok(()),
+        Some(REPO_CREDS) => Ok(()),
         Some(other) => Err(NotOurs::OtherArgoSecret(other.to_owned())),
+        None => Err(NotOurs::Unlabelled),
     }
 }
 
@@ -377,8 +386,11 @@ mod tests {
         let mut tls = ours.clone();
         tls.type_ = Some("kubernetes.io/tls".into());
         assert!(matches!(can_write(&tls), Err(NotOurs::WrongType(_))));
-        let mut frozen = ours;
+        let mut frozen = ours.clone();
         frozen.immutable = Some(true);
         assert_eq!(can_write(&frozen), Err(NotOurs::Immutable));
+        let mut unlabelled = ours;
+        unlabelled.metadata.labels = None;
+        assert_eq!(can_write(&unlabelled), Err(NotOurs::Unlabelled));
     }
 }
