@@ -5,11 +5,13 @@
 //! - `aws`: the SDK, ECR tokens, partitions, registry hosts and the registry login;
 //! - `cluster`: the API server client, its retry, namespaces, names and Events;
 //! - `pull_secret`: the docker config, the due decision, the write and the ServiceAccounts;
+//!   `argocd`, beside it: Argo CD's repository credentials, judged and written the same way;
 //! - `config`, `metrics`, `termination`, `cli`: the run's inputs and outputs;
 //! - `run`: what the two modes share;
 //! - `refresh` and `check`: the two modes.
 #![forbid(unsafe_code)]
 
+pub mod argocd;
 pub mod aws;
 pub mod check;
 pub mod cli;

@@ -132,6 +132,22 @@ pub fn encode(run: &RunEnd<'_>) -> String {
                 seconds(earliest),
             );
         }
+        if !report.argocd.is_empty() {
+            let argocd: Family<OutcomeLabel, Gauge> = Family::default();
+            for outcome in Outcome::ALL {
+                argocd
+                    .get_or_create(&OutcomeLabel {
+                        outcome: outcome.as_str(),
+                    })
+                    .set(i64::try_from(report.argocd_count(outcome)).unwrap_or(i64::MAX));
+            }
+            registry.register(
+                "argocd_secrets",
+                "Argo CD repository-credential Secrets (ECR_REFRESH_ARGOCD_NAMESPACE) in the last run, by \
+                 what happened to them",
+                argocd,
+            );
+        }
         // A dry run says nothing of the Secrets after it, as for the expiry.
         if !run.dry_run {
             let unknown: Gauge = Gauge::default();
@@ -304,5 +320,32 @@ mod tests {
             "a dry run leaves the Secrets as they were"
         );
         assert!(ok.contains("earliest_expiry_timestamp_seconds 3000.0"));
+    }
+
+    #[test]
+    fn argo_cd_secrets_are_counted_by_outcome_only_with_the_option_on() {
+        let mut report = Report::default();
+        report.record("a", Outcome::Fresh, &[]);
+        fn run<'a>(report: &'a Report, none: &'a BTreeMap<String, SystemTime>) -> RunEnd<'a> {
+            RunEnd {
+                finished_at: UNIX_EPOCH,
+                duration: Duration::from_secs(1),
+                exit_code: exit::OK,
+                dry_run: false,
+                report: Some(report),
+                token_expiry: none,
+            }
+        }
+        let none = BTreeMap::new();
+        assert!(!encode(&run(&report, &none)).contains("argocd"));
+        report.record_argocd("aws-ecr-token-123456789012-us-east-1", Outcome::Updated);
+        let text = encode(&run(&report, &none));
+        for line in [
+            "ecr_refresh_argocd_secrets{outcome=\"updated\"} 1",
+            "ecr_refresh_argocd_secrets{outcome=\"failed\"} 0",
+            "# TYPE ecr_refresh_argocd_secrets gauge",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
     }
 }

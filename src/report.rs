@@ -161,6 +161,10 @@ pub struct Report {
     /// Selected namespaces whose Secret the run never read (left undone at a stop, a read that
     /// failed) or whose write it abandoned: what they hold, and when it expires, is not known.
     pub unknown: usize,
+    /// The Argo CD Secrets (ECR_REFRESH_ARGOCD_NAMESPACE), by outcome; empty when that is off.
+    pub argocd: BTreeMap<Outcome, usize>,
+    /// The Argo CD Secrets that failed, by name: the run exits 1, as for a failed namespace.
+    pub argocd_failed: Vec<String>,
 }
 
 impl Report {
@@ -181,6 +185,18 @@ impl Report {
         }
     }
 
+    /// One Argo CD Secret's outcome.
+    pub fn record_argocd(&mut self, name: &str, outcome: Outcome) {
+        *self.argocd.entry(outcome).or_default() += 1;
+        if outcome == Outcome::Failed {
+            self.argocd_failed.push(name.to_owned());
+        }
+    }
+
+    pub fn argocd_count(&self, outcome: Outcome) -> usize {
+        self.argocd.get(&outcome).copied().unwrap_or(0)
+    }
+
     pub fn count(&self, outcome: Outcome) -> usize {
         self.outcomes.get(&outcome).copied().unwrap_or(0)
     }
@@ -197,6 +213,7 @@ impl Report {
 
     pub fn exit_code(&self) -> u8 {
         if self.failed.is_empty()
+            && self.argocd_failed.is_empty()
             && !self.listing_incomplete
             && self.not_found.is_empty()
             && !self.nothing_selected()
@@ -218,7 +235,7 @@ impl Report {
             let truncated = failed.len() < self.failed.len()
                 || not_found.len() < self.not_found.len()
                 || registries.len() < extra.registries.len();
-            let message = serde_json::json!({
+            let mut message = serde_json::json!({
                 "exit_code": self.exit_code(),
                 "outcomes": self.outcomes,
                 "service_accounts": self.service_accounts,
@@ -233,8 +250,13 @@ impl Report {
                 "truncated": truncated,
                 "token_expires_at": extra.token_expires_at,
                 "elapsed_ms": extra.elapsed_ms,
-            })
-            .to_string();
+            });
+            // Only with the option on: a few Secrets, named in full.
+            if !self.argocd.is_empty() {
+                message["argocd"] = serde_json::json!(self.argocd);
+                message["argocd_failed"] = serde_json::json!(self.argocd_failed);
+            }
+            let message = message.to_string();
             if message.len() < TERMINATION_MESSAGE_LIMIT {
                 return message;
             }
@@ -416,5 +438,32 @@ mod tests {
             serde_json::from_str(&r.termination_message(&Summary::default())).unwrap();
         assert_eq!(value["truncated"], false);
         assert_eq!(value["not_found"], serde_json::json!(["team-x"]));
+    }
+
+    #[test]
+    fn a_failed_argo_cd_secret_fails_the_run_and_is_named_in_the_termination_message() {
+        let mut r = Report::default();
+        r.record("a", Outcome::Updated, &[]);
+        let message = r.termination_message(&Summary::default());
+        assert!(!message.contains("argocd"), "off: not mentioned: {message}");
+        r.record_argocd("aws-ecr-token-123456789012-us-east-1", Outcome::Updated);
+        assert_eq!(r.exit_code(), exit::OK);
+        r.record_argocd("aws-ecr-token-210987654321-eu-west-1", Outcome::Failed);
+        assert_eq!(r.exit_code(), exit::FAILED);
+        let value: serde_json::Value =
+            serde_json::from_str(&r.termination_message(&Summary::default())).unwrap();
+        assert_eq!(
+            value["argocd"],
+            serde_json::json!({"updated": 1, "failed": 1})
+        );
+        assert_eq!(
+            value["argocd_failed"],
+            serde_json::json!(["aws-ecr-token-210987654321-eu-west-1"])
+        );
+        assert_eq!(
+            value["failed"],
+            serde_json::json!([]),
+            "no namespace failed"
+        );
     }
 }

@@ -9,6 +9,7 @@
 //! ECR_REFRESH_VERIFY_LOGIN=true, one HEAD of a manifest per registry host and stored
 //! credentials, shared by every namespace holding the same credentials.
 
+mod argocd;
 mod findings;
 mod login;
 mod metrics;
@@ -73,6 +74,9 @@ pub struct Tally {
     /// Namespaces not checked: the run stopped, or the namespace list broke off.
     pub unchecked: usize,
     pub listing_incomplete: bool,
+    /// Argo CD Secrets checked (ECR_REFRESH_ARGOCD_NAMESPACE), and those with findings.
+    pub argocd: usize,
+    pub argocd_with_findings: Vec<String>,
 }
 
 impl Tally {
@@ -84,6 +88,7 @@ impl Tally {
 
     pub fn exit_code(&self) -> u8 {
         if self.with_findings.is_empty()
+            && self.argocd_with_findings.is_empty()
             && self.unchecked == 0
             && !self.listing_incomplete
             && !self.nothing_selected()
@@ -99,7 +104,7 @@ impl Tally {
     pub fn termination_message(&self, elapsed_ms: u64) -> String {
         let mut listed: Vec<&str> = self.with_findings.iter().map(String::as_str).collect();
         loop {
-            let message = serde_json::json!({
+            let mut message = serde_json::json!({
                 "mode": "check",
                 "exit_code": self.exit_code(),
                 "namespaces": self.namespaces,
@@ -111,8 +116,12 @@ impl Tally {
                 "unchecked": self.unchecked,
                 "listing_incomplete": self.listing_incomplete,
                 "elapsed_ms": elapsed_ms,
-            })
-            .to_string();
+            });
+            if self.argocd > 0 {
+                message["argocd"] = serde_json::json!(self.argocd);
+                message["argocd_with_findings"] = serde_json::json!(self.argocd_with_findings);
+            }
+            let message = message.to_string();
             if message.len() < TERMINATION_MESSAGE_LIMIT || listed.is_empty() {
                 return message;
             }
@@ -191,6 +200,20 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
             Err(never) => match never {},
         };
     tally.listing_incomplete = listing_incomplete;
+    if let Some(argo) = &config.argocd
+        && stop.reason().is_none()
+    {
+        for (secret, findings) in argocd::check(&shared.client, argo, &shared.rules.policy()).await
+        {
+            tally.argocd += 1;
+            if !findings.is_empty() {
+                tally.argocd_with_findings.push(secret);
+            }
+            for finding in &findings {
+                *tally.kinds.entry(finding.kind()).or_default() += 1;
+            }
+        }
+    }
     Ok(tally)
 }
 
@@ -513,6 +536,8 @@ fn log_summary(tally: &Tally, elapsed_ms: u64) {
                 pods_unchecked = tally.pods_unchecked,
                 unchecked = tally.unchecked,
                 listing_incomplete = tally.listing_incomplete,
+                argocd = tally.argocd,
+                argocd_with_findings = tally.argocd_with_findings.len(),
                 elapsed_ms,
                 "{}",
                 $message

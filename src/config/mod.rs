@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::argocd::{self, ArgoCd, RepoType};
 use crate::aws::credentials::{AssumeRole, ExternalId, RoleArn, SessionName};
 use crate::aws::registry::RegistryHost;
 use crate::cluster::names::{NamespaceName, SecretName, ServiceAccountName};
@@ -121,6 +122,8 @@ pub struct Config {
     /// ECR_REFRESH_INSTALL: the name this install records on the Secrets it writes; None: the
     /// pod's ServiceAccount, found at run time (`Install::in_cluster`).
     pub install: Option<Install>,
+    /// Argo CD's repository credentials (ECR_REFRESH_ARGOCD_*); None: off.
+    pub argocd: Option<ArgoCd>,
 }
 
 /// The variables as envy reads them, before parsing.
@@ -148,6 +151,8 @@ struct Raw {
     assume_role_external_id: Option<String>,
     assume_role_session_name: Option<String>,
     install: Option<String>,
+    argocd_namespace: Option<String>,
+    argocd_type: Option<String>,
 }
 
 impl Config {
@@ -285,6 +290,12 @@ impl Config {
             raw.assume_role_external_id,
             raw.assume_role_session_name,
         )?;
+        let argocd = parse_argocd(
+            raw.argocd_namespace,
+            raw.argocd_type,
+            &secret_name,
+            &registries,
+        )?;
         Ok(Self {
             mode,
             secret_name,
@@ -307,8 +318,57 @@ impl Config {
             renew_before,
             assume_role,
             install,
+            argocd,
         })
     }
+}
+
+/// ECR_REFRESH_ARGOCD_*: the namespace turns it on; the Secrets' names come from the pull
+/// Secret's name and the private registries configured, so those must be named (a refused
+/// name, or two registries that would share one, is an error of ECR_REFRESH_REGISTRIES). A
+/// type without the namespace is refused: whoever set it expects Argo CD Secrets.
+fn parse_argocd(
+    namespace: Option<String>,
+    repo_type: Option<String>,
+    secret_name: &SecretName,
+    registries: &[RegistryHost],
+) -> Result<Option<ArgoCd>, ConfigError> {
+    let namespace = parse_opt(
+        "ECR_REFRESH_ARGOCD_NAMESPACE",
+        namespace,
+        NamespaceName::from_str,
+    )?;
+    let parsed_type = parse_opt(
+        "ECR_REFRESH_ARGOCD_TYPE",
+        repo_type.clone(),
+        RepoType::from_str,
+    )?;
+    let Some(namespace) = namespace else {
+        return match repo_type {
+            Some(t) => Err(invalid(
+                "ECR_REFRESH_ARGOCD_TYPE",
+                &t,
+                "is only used with ECR_REFRESH_ARGOCD_NAMESPACE, which is not set".into(),
+            )),
+            None => Ok(None),
+        };
+    };
+    let targets = argocd::targets(secret_name, registries).map_err(|accepted| {
+        invalid(
+            "ECR_REFRESH_REGISTRIES",
+            &registries
+                .iter()
+                .map(|r| r.host())
+                .collect::<Vec<_>>()
+                .join(","),
+            format!("with ECR_REFRESH_ARGOCD_NAMESPACE={namespace}: {accepted}"),
+        )
+    })?;
+    Ok(Some(ArgoCd {
+        namespace,
+        repo_type: parsed_type.unwrap_or_default(),
+        targets,
+    }))
 }
 
 /// ECR_REFRESH_ASSUME_ROLE_*: the role, with its external id and session name. An external id

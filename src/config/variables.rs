@@ -143,6 +143,18 @@ pub const VARIABLES: &[Variable] = &[
         accepted: "2 to 64 letters, digits and _+=,.@-; used only with ECR_REFRESH_ASSUME_ROLE_ARN",
     },
     Variable {
+        name: "ECR_REFRESH_ARGOCD_NAMESPACE",
+        default: "none",
+        meaning: "Argo CD's namespace (typically argocd): there, one repo-creds Secret per private registry in ECR_REFRESH_REGISTRIES, <secret name>-<account>-<region>, holds its token for Argo CD's Helm-OCI or OCI repositories; unset: none",
+        accepted: "a namespace name (a DNS label); needs private registries named in ECR_REFRESH_REGISTRIES",
+    },
+    Variable {
+        name: "ECR_REFRESH_ARGOCD_TYPE",
+        default: "helm",
+        meaning: "how Argo CD reads the registry: helm (type helm, enableOCI \"true\", url the bare host) or oci (type oci, url oci://<host>)",
+        accepted: "helm or oci, in any letter case; only with ECR_REFRESH_ARGOCD_NAMESPACE",
+    },
+    Variable {
         name: "ECR_REFRESH_EVENTS",
         default: "true",
         meaning: "true: a Warning Event (events.k8s.io/v1) in each namespace that failed, regarding its Secret; at most 100 per run, then one in the run's own namespace that counts the rest",

@@ -203,8 +203,9 @@ fn annotation<'s>(secret: &'s Secret, key: &str) -> Option<&'s str> {
         .map(String::as_str)
 }
 
-/// The recorded expiry and when it makes the Secret due, or why it is due by its expiry.
-fn expiry(
+/// The recorded expiry and when it makes the Secret due, or why it is due by its expiry (the
+/// Argo CD Secrets are judged by it too).
+pub fn expiry(
     secret: &Secret,
     policy: &Policy<'_>,
     now: SystemTime,

@@ -101,7 +101,7 @@ pub struct Written {
 }
 
 impl Written {
-    fn new(outcome: Outcome, uid_before: Option<String>, uid_after: Option<String>) -> Self {
+    pub fn new(outcome: Outcome, uid_before: Option<String>, uid_after: Option<String>) -> Self {
         Self {
             outcome,
             uid_before,
@@ -634,7 +634,8 @@ pub async fn namespace_missing(api: &Api<Secret>, name: &SecretName) -> bool {
     }
 }
 
-fn is_namespace_not_found(s: &kube::core::Status) -> bool {
+/// A create's 404 for the namespace itself (not for the object).
+pub fn is_namespace_not_found(s: &kube::core::Status) -> bool {
     s.is_not_found() && s.details.as_ref().is_some_and(|d| d.kind == "namespaces")
 }
 
@@ -645,7 +646,8 @@ fn is_namespace_terminating(s: &kube::core::Status) -> bool {
             .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
 }
 
-fn is_uid_field(s: &kube::core::Status) -> bool {
+/// A 422 on `metadata.uid`: the object was replaced since our read.
+pub fn is_uid_field(s: &kube::core::Status) -> bool {
     s.details
         .as_ref()
         .is_some_and(|d| d.causes.iter().any(|c| c.field == "metadata.uid"))

@@ -98,7 +98,10 @@ pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
         (Level::INFO, "run complete")
     } else if report.nothing_selected() {
         (Level::WARN, NOTHING_SELECTED)
-    } else if report.failed.is_empty() && !report.listing_incomplete {
+    } else if report.failed.is_empty()
+        && report.argocd_failed.is_empty()
+        && !report.listing_incomplete
+    {
         (
             Level::WARN,
             "run finished: namespaces named in ECR_REFRESH_NAMESPACES do not exist; fix the list",
@@ -131,6 +134,11 @@ pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
         sa_would_add = sa(AccountOutcome::WouldAdd),
         sa_failed = sa(AccountOutcome::Failed),
         listing_incomplete = report.listing_incomplete,
+        // Argo CD Secrets (ECR_REFRESH_ARGOCD_NAMESPACE): 0 when that is off.
+        argocd_written = report.argocd_count(Outcome::Created) + report.argocd_count(Outcome::Updated) + report.argocd_count(Outcome::Recreated),
+        argocd_fresh = report.argocd_count(Outcome::Fresh),
+        argocd_would_write = report.argocd_count(Outcome::WouldCreate) + report.argocd_count(Outcome::WouldUpdate),
+        argocd_failed = report.argocd_failed.len(),
         not_found = report.not_found.len(),
         not_found_namespaces = %not_found,
         // Secrets never read, or whose write was abandoned: their expiry is not known.

@@ -3,6 +3,7 @@
 //! and written only if it is due, with tokens
 //! fetched when the first namespace turns out to be due. Then the summary and the exit code.
 
+mod argocd;
 mod lines;
 mod tokens;
 
@@ -110,6 +111,9 @@ struct Shared<'a> {
     events: &'a events::Events,
     /// `namespace/account` of every ServiceAccount given the Secret so far.
     accounts_added: std::sync::Mutex<Vec<String>>,
+    /// Registries whose entries a write removed (no longer configured): their Argo CD
+    /// Secrets are left alone, and the log says so.
+    dropped_registries: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// The cluster and the first namespace page, then every namespace.
@@ -140,8 +144,15 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         stop: &stop,
         events: &events,
         accounts_added: std::sync::Mutex::default(),
+        dropped_registries: std::sync::Mutex::default(),
     };
-    let report = refresh_all(&shared, prepared.pages, prepared.first).await;
+    let mut report = refresh_all(&shared, prepared.pages, prepared.first).await;
+    // The Argo CD Secrets, from the same tokens: fetched already if a namespace was due.
+    if let (Ok(done), Some(argo)) = (&mut report, &config.argocd)
+        && let Err(e) = argocd::refresh(&shared, argo, done).await
+    {
+        report = Err(e);
+    }
     // Failures past the Events' limit are counted, even if the tokens then failed the run.
     events.summarize().await;
     let report = report.map_err(|error| {
@@ -415,6 +426,11 @@ async fn write_namespace(
             });
         }
     };
+    if !written.dropped_entries.is_empty()
+        && let Ok(mut dropped) = shared.dropped_registries.lock()
+    {
+        dropped.extend(written.dropped_entries.iter().cloned());
+    }
     let mut accounts = Vec::new();
     let mut account_notes = Vec::new();
     let mut account_errors = Vec::new();

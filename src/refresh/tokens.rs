@@ -81,7 +81,7 @@ impl Fetched {
 
 /// The time to the second, as the Secret records it (`ecr-refresh/token-expires-at`): what a
 /// later run reads back is then what this one reports.
-fn whole_seconds(at: SystemTime) -> SystemTime {
+pub fn whole_seconds(at: SystemTime) -> SystemTime {
     let secs = at
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -422,3 +422,193 @@ pub fn target_objects((victim, ours): (&str, &str)) -> Vec<(&'static str, Value)
     ));
     objects
 }
+
+// ---- Argo CD's repository credentials (components/argocd, the chart's argocd.namespace) ----
+
+/// The Argo CD Secret the component writes: the pull Secret's name, account and region.
+pub const ARGOCD_SECRET: &str = "aws-ecr-token-123456789012-us-east-1";
+/// Its namespace in the component.
+pub const ARGOCD_NAMESPACE: &str = "argocd";
+
+/// Our Argo CD Secret as a run writes it, with `url`.
+pub fn argocd_secret_body(name: &str, url: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": name, "labels": {
+            "argocd.argoproj.io/secret-type": "repo-creds",
+            "app.kubernetes.io/managed-by": "ecr-refresh" } },
+        "type": "Opaque",
+        "data": { "url": b64(url), "username": b64("AWS"), "password": b64("token"),
+                  "type": b64("helm"), "enableOCI": b64("true") }
+    })
+}
+
+/// The attacks on the Argo CD namespace `ns`, where our Secret is `name`. A POST aims at a
+/// namespace without our Secret (`argocd_target_objects(ns, name, false)`), every other
+/// request at one with it (`true`).
+pub fn argocd_attacks(ns: &str, name: &str) -> Vec<Attack> {
+    let creates = format!("/api/v1/namespaces/{ns}/secrets");
+    let ours = format!("{creates}/{name}");
+    let merge = "application/merge-patch+json";
+    let names = "may only write the Argo CD Secrets";
+    let with = |change: &dyn Fn(&mut Value)| {
+        let mut body = argocd_secret_body(name, REGISTRY);
+        change(&mut body);
+        body
+    };
+    vec![
+        Attack {
+            what: "Argo CD: a repository Secret pointing elsewhere",
+            refused_with: names,
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": { "name": "repo-elsewhere",
+                              "labels": { "argocd.argoproj.io/secret-type": "repository" } },
+                "type": "Opaque",
+                "data": { "url": b64("https://github.com/attacker/charts"), "type": b64("git") }
+            }),
+        },
+        Attack {
+            what: "Argo CD: a cluster Secret",
+            refused_with: names,
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": { "name": "cluster-attacker",
+                              "labels": { "argocd.argoproj.io/secret-type": "cluster" } },
+                "type": "Opaque",
+                "data": { "server": b64("https://attacker.example"), "config": b64("{}") }
+            }),
+        },
+        Attack {
+            what: "Argo CD: a cluster Secret under our name",
+            refused_with: "labelled argocd.argoproj.io/secret-type: repo-creds",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: with(&|b| {
+                b["metadata"]["labels"]["argocd.argoproj.io/secret-type"] = json!("cluster");
+            }),
+        },
+        Attack {
+            what: "Argo CD: our Secret with a url that is not our registry",
+            refused_with: "may only write the url",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: argocd_secret_body(name, "ghcr.io/attacker"),
+        },
+        Attack {
+            what: "Argo CD: our Secret with another data key",
+            refused_with: "may only create an Argo CD Secret with the data keys",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: with(&|b| b["data"]["insecure"] = json!(b64("true"))),
+        },
+        Attack {
+            what: "Argo CD: our Secret of another type",
+            refused_with: "of type Opaque",
+            method: "POST",
+            path: creates,
+            content_type: "application/json",
+            body: with(&|b| b["type"] = json!("kubernetes.io/basic-auth")),
+        },
+        Attack {
+            what: "Argo CD: a change of our Secret's label",
+            refused_with: "and keep that label",
+            method: "PATCH",
+            path: ours.clone(),
+            content_type: merge,
+            body: json!({ "metadata": { "labels": { "argocd.argoproj.io/secret-type": "repository" } } }),
+        },
+        Attack {
+            what: "Argo CD: our Secret's url pointed elsewhere",
+            refused_with: "may only write the url",
+            method: "PATCH",
+            path: ours.clone(),
+            content_type: merge,
+            body: json!({ "data": { "url": b64("https://github.com/attacker/charts") } }),
+        },
+        Attack {
+            what: "Argo CD: someone else's label on our Secret removed",
+            refused_with: "may only add or set the label app.kubernetes.io/managed-by",
+            method: "PATCH",
+            path: ours.clone(),
+            content_type: merge,
+            body: json!({ "metadata": { "labels": { "team": null } } }),
+        },
+        Attack {
+            what: "Argo CD: argocd-secret's admin password",
+            refused_with: names,
+            method: "PATCH",
+            path: format!("/api/v1/namespaces/{ns}/secrets/argocd-secret"),
+            content_type: merge,
+            body: json!({ "data": { "admin.password": b64("$2a$10$attacker") } }),
+        },
+        Attack {
+            what: "Argo CD: a cluster Secret's server",
+            refused_with: names,
+            method: "PATCH",
+            path: format!("/api/v1/namespaces/{ns}/secrets/cluster-prod"),
+            content_type: merge,
+            body: json!({ "data": { "server": b64("https://attacker.example") } }),
+        },
+        Attack {
+            what: "Argo CD: a delete of our Secret",
+            refused_with: "may only create and update its Argo CD Secrets",
+            method: "DELETE",
+            path: ours,
+            content_type: "application/json",
+            body: Value::Null,
+        },
+    ]
+}
+
+/// Which of the Argo CD attacks the shipped RBAC refuses before admission: the Role grants
+/// get and patch on our Secret's name only, and no delete.
+pub fn argocd_refused_by_rbac(what: &str) -> bool {
+    what == "Argo CD: argocd-secret's admin password"
+        || what == "Argo CD: a cluster Secret's server"
+        || what == "Argo CD: a delete of our Secret"
+}
+
+/// The Argo CD namespace as Argo CD and others left it: its own argocd-secret, a cluster
+/// Secret, and (with `ours`) our Secret with someone else's label, annotation and key.
+pub fn argocd_target_objects(ns: &str, name: &str, ours: bool) -> Vec<(&'static str, Value)> {
+    let mut objects = vec![
+        (
+            "kubectl-create",
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns } }),
+        ),
+        (
+            "argocd-server",
+            json!({ "apiVersion": "v1", "kind": "Secret",
+                    "metadata": { "name": "argocd-secret", "namespace": ns,
+                                  "labels": { "app.kubernetes.io/part-of": "argocd" } },
+                    "type": "Opaque", "data": { "admin.password": b64("$2a$10$owner") } }),
+        ),
+        (
+            "argocd-server",
+            json!({ "apiVersion": "v1", "kind": "Secret",
+                    "metadata": { "name": "cluster-prod", "namespace": ns,
+                                  "labels": { "argocd.argoproj.io/secret-type": "cluster" } },
+                    "type": "Opaque",
+                    "data": { "server": b64("https://prod.example"), "config": b64("{}") } }),
+        ),
+    ];
+    if ours {
+        let mut secret = argocd_secret_body(name, REGISTRY);
+        secret["metadata"]["namespace"] = json!(ns);
+        secret["metadata"]["labels"]["team"] = json!("platform");
+        secret["metadata"]["annotations"] = json!({ "team.example.com/owner": "alice" });
+        secret["data"]["proxy"] = json!(b64("http://proxy:3128"));
+        objects.push(("ecr-refresh", secret));
+    }
+    objects
+}

@@ -192,8 +192,9 @@ pub fn yaml(docs: &[Value]) -> String {
         .join("\n---\n")
 }
 
-/// The variables a run takes from the rendered CronJob: the Secret's name, the namespaces
-/// and the ServiceAccounts (the harness sets the log format, registries and termination log).
+/// The variables a run takes from the rendered CronJob: the Secret's name, the namespaces,
+/// the ServiceAccounts and Argo CD's namespace and type (the harness sets the log format,
+/// registries and termination log).
 pub fn cronjob_env(rendered: &str) -> Vec<(String, String)> {
     let cronjob = documents(rendered)
         .into_iter()
@@ -214,6 +215,8 @@ pub fn cronjob_env(rendered: &str) -> Vec<(String, String)> {
                 "ECR_REFRESH_SECRET_NAME",
                 "ECR_REFRESH_NAMESPACES",
                 "ECR_REFRESH_SERVICE_ACCOUNTS",
+                "ECR_REFRESH_ARGOCD_NAMESPACE",
+                "ECR_REFRESH_ARGOCD_TYPE",
             ]
             .contains(&name.as_str())
         })

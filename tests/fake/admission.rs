@@ -761,3 +761,118 @@ subjects:
         assert_eq!(status, 201, "{why}: {body}");
     }
 }
+
+// ---- Argo CD's repository credentials (components/argocd) ----
+
+const ARGOCD_DENIED: &str = "ValidatingAdmissionPolicy 'ecr-refresh-argocd' with binding 'ecr-refresh-argocd' denied request: ";
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn every_argo_cd_attack_is_refused_by_the_argocd_policy_even_with_wider_rbac() {
+    use common::attacks::{
+        ARGOCD_NAMESPACE, ARGOCD_SECRET, argocd_attacks, argocd_refused_by_rbac,
+        argocd_target_objects,
+    };
+    for variant in ["", "namespaced"] {
+        let rendered = common::manifests::render_component(variant, Some("argocd"));
+        for (rbac, extra) in [("the manifests' RBAC", ""), ("wide RBAC", WIDE_RBAC)] {
+            for attack in argocd_attacks(ARGOCD_NAMESPACE, ARGOCD_SECRET) {
+                let cluster = cluster(&rendered, extra);
+                seed_objects(
+                    &cluster,
+                    argocd_target_objects(ARGOCD_NAMESPACE, ARGOCD_SECRET, attack.method != "POST"),
+                );
+                let (status, body) = send(
+                    &cluster,
+                    attack.method,
+                    &attack.path,
+                    attack.content_type,
+                    &attack.body,
+                );
+                let what = attack.what;
+                assert_eq!(status, 403, "{variant:?}, {rbac}: {what}: {body}");
+                if extra.is_empty() && argocd_refused_by_rbac(what) {
+                    assert!(
+                        message(&body).contains("cannot "),
+                        "{variant:?}, {rbac}: {what} is RBAC's to refuse: {body}"
+                    );
+                } else {
+                    assert!(
+                        message(&body).contains(ARGOCD_DENIED)
+                            && message(&body).contains(attack.refused_with),
+                        "{variant:?}, {rbac}: {what} refused by the Argo CD policy for {:?}: {body}",
+                        attack.refused_with
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn a_full_run_with_argo_cd_passes_under_the_component_and_both_policies() {
+    use common::attacks::{ARGOCD_NAMESPACE, ARGOCD_SECRET, argocd_target_objects};
+    for variant in ["", "namespaced"] {
+        let rendered = common::manifests::render_component(variant, Some("argocd"));
+        let h = Harness::with(cluster(&rendered, ""));
+        seed_run(&h, ["team-a", "team-b", "team-c"]);
+        seed_objects(
+            &h.cluster,
+            argocd_target_objects(ARGOCD_NAMESPACE, ARGOCD_SECRET, false),
+        );
+        let env: Vec<(String, String)> = cronjob_env(&rendered);
+        assert!(
+            env.iter()
+                .any(|(k, v)| k == "ECR_REFRESH_ARGOCD_NAMESPACE" && v == ARGOCD_NAMESPACE),
+            "the component sets ECR_REFRESH_ARGOCD_NAMESPACE: {env:?}"
+        );
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut dry_env = env.clone();
+        dry_env.push(("ECR_REFRESH_DRY_RUN", "true"));
+        let mut every_run = env.clone();
+        every_run.push(("ECR_REFRESH_RENEW_BEFORE", "12h"));
+
+        let dry = h.run(&dry_env);
+        let first = h.run(&env);
+        let second = h.run(&every_run);
+
+        for run in [&dry, &first, &second] {
+            run.expect_code(0);
+        }
+        assert_eq!(
+            refused(&h),
+            Vec::<String>::new(),
+            "{variant:?}: refused requests"
+        );
+        let outcome = |run: &Run| -> String {
+            run.lines
+                .iter()
+                .find(|l| l["secret"] == ARGOCD_SECRET && l["argocd"] == true)
+                .and_then(|l| l["outcome"].as_str())
+                .unwrap_or_else(|| panic!("no line for {ARGOCD_SECRET}:\n{}", run.stdout))
+                .to_owned()
+        };
+        assert_eq!(outcome(&dry), "would-create", "{variant:?}");
+        assert_eq!(outcome(&first), "created", "{variant:?}");
+        assert_eq!(outcome(&second), "updated", "{variant:?}");
+        let secret = h
+            .cluster
+            .get(Resource::Secrets, ARGOCD_NAMESPACE, ARGOCD_SECRET)
+            .expect("the Argo CD Secret");
+        assert_eq!(
+            secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"],
+            "repo-creds"
+        );
+        // Argo CD's own Secrets are as they were.
+        for name in ["argocd-secret", "cluster-prod"] {
+            assert_eq!(
+                h.cluster
+                    .history(Resource::Secrets, ARGOCD_NAMESPACE, name)
+                    .len(),
+                1,
+                "{name} untouched"
+            );
+        }
+    }
+}

@@ -7,6 +7,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+// ECR_REFRESH_ARGOCD_NAMESPACE: Argo CD's repo-creds Secrets, written in place, and checked.
+mod argocd;
 // The admission policy of manifests/, enforced by the fake: each attack refused, full runs pass.
 mod admission;
 // `ecr-refresh check`: its findings, exit codes and request count, read-only.
@@ -50,3 +52,5 @@ mod service_accounts;
 mod termination;
 // One version in the manifests, --version, CHANGELOG.md and README.
 mod version;
+// The readers the book's "works with" page names: OpenShift's global pull secret.
+mod works_with;

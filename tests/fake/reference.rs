@@ -111,10 +111,12 @@ fn outcomes() -> String {
 /// succeeded with a report and a token: its name, type and help, in the order it is written.
 fn metrics() -> String {
     let at = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let report = Report {
+    let mut report = Report {
         earliest_expiry: Some(at),
         ..Report::default()
     };
+    // With ECR_REFRESH_ARGOCD_NAMESPACE: its Secrets' gauge too.
+    report.record_argocd("aws-ecr-token-123456789012-us-east-1", Outcome::Updated);
     let tokens = BTreeMap::from([("us-east-1".to_owned(), at)]);
     let text = encode(&RunEnd {
         finished_at: SystemTime::now(),

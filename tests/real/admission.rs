@@ -264,3 +264,139 @@ fn two_installs_writing_secrets_of_different_names_are_each_held_by_their_own_po
         );
     }
 }
+
+// ---- Argo CD's repository credentials (components/argocd) ----
+
+/// The Argo CD attacks of tests/common/attacks.rs on a real server, under the manifests with
+/// components/argocd: each refused by the real RBAC (a delete, a patch of another Secret) or
+/// by the policy ecr-refresh-argocd's real CEL; with RBAC widened to everything on Secrets,
+/// by the policy alone. Argo CD's own Secrets and ours are left as they were.
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn every_argo_cd_attack_is_refused_on_a_real_server_under_the_component() {
+    use common::attacks::{
+        ARGOCD_NAMESPACE, ARGOCD_SECRET, argocd_attacks, argocd_refused_by_rbac,
+        argocd_target_objects,
+    };
+    let cp = &ControlPlane::start();
+    // kube-apiserver never fills in a policy's status (its type check): this controller does.
+    cp.start_policy_status_controller();
+    namespaces(cp, &[ARGOCD_NAMESPACE]);
+    let manifests = copy();
+    let root = manifests.path().join("manifests");
+    install_with(
+        cp,
+        &cp.assets().join("kubectl"),
+        &root,
+        "",
+        "",
+        Some("argocd"),
+    );
+    wait_until_enforced(cp, "default");
+    // The server type-checks the Argo CD policy without a warning.
+    let policy = common::real::checked_policy(cp, "ecr-refresh-argocd");
+    let warnings = &policy["status"]["typeChecking"]["expressionWarnings"];
+    assert!(
+        warnings.is_null() || warnings.as_array().is_some_and(|w| w.is_empty()),
+        "the server's type check warns: {warnings:#}"
+    );
+    let objects: Vec<Value> = argocd_target_objects(ARGOCD_NAMESPACE, ARGOCD_SECRET, true)
+        .into_iter()
+        .filter(|(_, o)| o["kind"] == "Secret")
+        .map(|(_, o)| o)
+        .collect();
+    create(cp, &objects);
+    let before: Vec<Value> = ["argocd-secret", "cluster-prod", ARGOCD_SECRET]
+        .iter()
+        .map(|n| get(cp, "secret", ARGOCD_NAMESPACE, n).unwrap())
+        .collect();
+    let token = cp.service_account_token(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1);
+    let launch = |wide: bool| {
+        for attack in argocd_attacks(ARGOCD_NAMESPACE, ARGOCD_SECRET) {
+            // The creates aim at our Secret's name: it must not exist for them.
+            let creates = attack.method == "POST";
+            if creates {
+                admin(
+                    cp,
+                    &[
+                        "delete",
+                        "secret",
+                        ARGOCD_SECRET,
+                        "-n",
+                        ARGOCD_NAMESPACE,
+                        "--ignore-not-found",
+                    ],
+                    "",
+                );
+            }
+            let (status, body) = send(
+                cp,
+                &token,
+                attack.method,
+                &attack.path,
+                attack.content_type,
+                &attack.body,
+            );
+            if creates {
+                create(cp, &objects[2..]);
+            }
+            let what = attack.what;
+            assert_eq!(status, 403, "wide {wide}: {what}: {body}");
+            if !wide && argocd_refused_by_rbac(what) {
+                assert!(
+                    message(&body).contains("cannot "),
+                    "{what}: by RBAC: {body}"
+                );
+            } else {
+                assert!(
+                    denied_by_policy(&body),
+                    "wide {wide}: {what}: by the policy: {body}"
+                );
+                assert!(
+                    message(&body).contains(attack.refused_with),
+                    "wide {wide}: {what}: for {:?}: {body}",
+                    attack.refused_with
+                );
+            }
+        }
+    };
+    launch(false);
+    admin(cp, &["apply", "-f", "-"], WIDE_RBAC);
+    eventually("the wide RBAC in force", || {
+        let path =
+            format!("/api/v1/namespaces/{ARGOCD_NAMESPACE}/secrets/argocd-secret?dryRun=All");
+        let (status, body) = send(
+            cp,
+            &token,
+            "DELETE",
+            &path,
+            "application/json",
+            &Value::Null,
+        );
+        if denied_by_policy(&body) {
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
+        }
+    });
+    launch(true);
+    for (i, name) in ["argocd-secret", "cluster-prod"].iter().enumerate() {
+        let after = get(cp, "secret", ARGOCD_NAMESPACE, name).unwrap();
+        assert_eq!(
+            after["metadata"]["resourceVersion"], before[i]["metadata"]["resourceVersion"],
+            "{name}: nothing refused changed it"
+        );
+    }
+    // A run as the ServiceAccount writes ours under the same policy.
+    let h = RealHarness::new(cp);
+    let run = h.run(&[
+        ("ECR_REFRESH_NAMESPACES", "default"),
+        ("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD_NAMESPACE),
+    ]);
+    run.expect_code(0);
+    let secret = get(cp, "secret", ARGOCD_NAMESPACE, ARGOCD_SECRET).unwrap();
+    assert_eq!(
+        secret["metadata"]["labels"]["team"], "platform",
+        "others' label kept"
+    );
+}

@@ -38,7 +38,7 @@ fn chart_field(key: &str) -> String {
 }
 
 /// Helm: `HELM`, else `helm` on PATH. Missing, the test fails and says how to build it.
-fn helm_binary() -> PathBuf {
+pub(crate) fn helm_binary() -> PathBuf {
     const BUILD: &str = "build it with `.ci/go-tool helm` and set HELM=\"$(.ci/go-tool helm | tail -1)/helm\" (or put that directory on PATH)";
     if let Some(path) = std::env::var_os("HELM").filter(|v| !v.is_empty()) {
         let path = PathBuf::from(path);
@@ -360,8 +360,14 @@ fn the_first_run_job_is_a_run_of_the_cronjob_of_the_release_not_a_hook() {
     );
     let long = "a-release-name-of-fifty-three-characters-for-the-test";
     let long_docs = render_as(long, "ecr-refresh", &json!({"firstRun": {"enabled": true}}));
-    let name = one(&long_docs, "Job")["metadata"]["name"].as_str().unwrap().to_owned();
-    assert!(name.len() + "99999".len() - 1 <= 63, "{name}: room for its job-name label");
+    let name = one(&long_docs, "Job")["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        name.len() + "99999".len() - 1 <= 63,
+        "{name}: room for its job-name label"
+    );
     assert_eq!(
         job["spec"],
         one(&docs, "CronJob")["spec"]["jobTemplate"]["spec"]
@@ -1417,4 +1423,177 @@ fn the_notes_wait_returns_when_the_first_run_fails_as_when_it_is_done() {
         );
         assert!(started.elapsed() < Duration::from_secs(15), "{job}");
     }
+}
+
+// ---- Argo CD's repository credentials (argocd.namespace) -----------------------------------
+
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn argocd_renders_a_role_by_name_in_its_namespace_and_its_own_policy_only_when_set() {
+    let other = "210987654321.dkr.ecr-fips.us-gov-west-1.amazonaws.com";
+    let values = json!({
+        "argocd": {"namespace": "gitops", "type": "oci"},
+        "registries": [REGISTRY, "public.ecr.aws", other],
+    });
+    let docs = render(&values);
+    let role = named(&docs, "Role", "ecr-refresh-argocd");
+    assert_eq!(role["metadata"]["namespace"], "gitops");
+    assert_eq!(
+        role["rules"][0]["resourceNames"],
+        json!([
+            "aws-ecr-token-123456789012-us-east-1",
+            "aws-ecr-token-210987654321-us-gov-west-1"
+        ]),
+        "one per private registry, as src/argocd/mod.rs names them"
+    );
+    assert_eq!(role["rules"][0]["verbs"], json!(["get", "patch"]));
+    named(&docs, "RoleBinding", "ecr-refresh-argocd");
+    let policy = named(&docs, "ValidatingAdmissionPolicy", "ecr-refresh-argocd");
+    let urls = policy["spec"]["variables"][0]["expression"]
+        .as_str()
+        .unwrap();
+    assert!(
+        urls.contains(&format!(
+            "'aws-ecr-token-123456789012-us-east-1': 'oci://{REGISTRY}'"
+        )) && urls.contains(&format!(
+            "'aws-ecr-token-210987654321-us-gov-west-1': 'oci://{other}'"
+        )),
+        "{urls}"
+    );
+    // As a Secret's data reaches CEL: base64 text.
+    let encoded = policy["spec"]["variables"][1]["expression"]
+        .as_str()
+        .unwrap();
+    assert!(
+        encoded.contains(&b64(&format!("oci://{REGISTRY}"))),
+        "{encoded}"
+    );
+    named(
+        &docs,
+        "ValidatingAdmissionPolicyBinding",
+        "ecr-refresh-argocd",
+    );
+    let main = named(&docs, "ValidatingAdmissionPolicy", "ecr-refresh");
+    assert_eq!(
+        main["spec"]["matchConditions"][1]["name"],
+        "not-an-argocd-secret"
+    );
+    let cronjob = one(&docs, "CronJob");
+    assert_eq!(env_value(cronjob, "ECR_REFRESH_ARGOCD_NAMESPACE"), "gitops");
+    assert_eq!(env_value(cronjob, "ECR_REFRESH_ARGOCD_TYPE"), "oci");
+
+    // Off: none of it, and the type not sent (ecr-refresh refuses it alone).
+    let off = render(&json!({}));
+    assert!(
+        of_kind(&off, "Role")
+            .iter()
+            .all(|r| r["metadata"]["name"] != "ecr-refresh-argocd")
+    );
+    let main = named(&off, "ValidatingAdmissionPolicy", "ecr-refresh");
+    assert_eq!(main["spec"]["matchConditions"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        env_value(one(&off, "CronJob"), "ECR_REFRESH_ARGOCD_TYPE"),
+        ""
+    );
+
+    // No private registry: refused, as ecr-refresh would refuse it.
+    let refused = Helm::offline()
+        .template(
+            "ecr-refresh",
+            "ecr-refresh",
+            &json!({"argocd": {"namespace": "argocd"}, "registries": ["public.ecr.aws"]}),
+        )
+        .unwrap_err();
+    assert!(
+        refused.contains("argocd.namespace needs the private registries"),
+        "{refused}"
+    );
+}
+
+/// The Argo CD attacks of tests/common/attacks.rs against the chart's policies, on the
+/// shared control plane under a release, namespace and Secret name of their own.
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_charts_argocd_policy_refuses_the_argo_cd_attacks() {
+    use common::attacks::{argocd_attacks, argocd_refused_by_rbac, argocd_target_objects};
+    let cp = ControlPlane::shared();
+    let _one = one_policy_release_at_a_time();
+    let (release, ns, argo, account) = ("argo-ecr-refresh", "argo", "argo-cd", "argo-runner");
+    let name = "argo-pull-123456789012-us-east-1";
+    cp.create_namespace(argo);
+    let helm = Helm::against(cp);
+    helm.expect(
+        &[
+            "install",
+            release,
+            &chart_path(),
+            "-n",
+            ns,
+            "--create-namespace",
+        ],
+        Some(&json!({
+            "secretName": "argo-pull",
+            "serviceAccount": {"name": account},
+            "registries": [REGISTRY],
+            "argocd": {"namespace": argo},
+        })),
+    );
+    let token = cp.service_account_token(ns, account);
+    let files = tempfile::tempdir().unwrap();
+    let create = |object: &Value| {
+        let path = files.path().join("object.json");
+        std::fs::write(&path, object.to_string()).unwrap();
+        cp.kubectl_run(&["create", "-f", path.to_str().unwrap()]);
+    };
+    for (_, object) in argocd_target_objects(argo, name, true) {
+        if object["kind"] == "Secret" {
+            create(&object);
+        }
+    }
+    let denied = format!(
+        "ValidatingAdmissionPolicy '{release}-argocd' with binding '{release}-argocd' denied request"
+    );
+    for attack in argocd_attacks(argo, name) {
+        if attack.method == "POST" {
+            cp.kubectl_run(&["delete", "secret", name, "-n", argo, "--ignore-not-found"]);
+        }
+        // A new policy takes a moment to be enforced: until then an attack may get through.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (status, body) = loop {
+            let (status, body) = common::real::send(
+                cp,
+                &token,
+                attack.method,
+                &attack.path,
+                attack.content_type,
+                &attack.body,
+            );
+            if status == 403 || Instant::now() > deadline {
+                break (status, body);
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        let message = body["message"].as_str().unwrap_or_default();
+        assert_eq!(status, 403, "{}: {body}", attack.what);
+        if argocd_refused_by_rbac(attack.what) {
+            assert!(
+                message.contains("cannot "),
+                "{}: by RBAC: {body}",
+                attack.what
+            );
+        } else {
+            assert!(
+                message.contains(&denied) && message.contains(attack.refused_with),
+                "{}: by the chart's Argo CD policy for {:?}: {body}",
+                attack.what,
+                attack.refused_with
+            );
+        }
+        if attack.method == "POST" {
+            // Ours again, with someone else's label, annotation and key, as seeded.
+            let (_, ours) = argocd_target_objects(argo, name, true).pop().unwrap();
+            create(&ours);
+        }
+    }
+    helm.expect(&["uninstall", release, "-n", ns], None);
 }

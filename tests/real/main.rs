@@ -12,6 +12,8 @@ mod real_scale;
 mod absence;
 // The admission attacks refused by the real RBAC and the real CEL policy.
 mod admission;
+// Argo CD's repo-creds Secret written as the ServiceAccount, and real Helm pulling with it.
+mod argocd;
 // Every `kubectl run` in the docs, accepted by the real server under restricted Pod Security.
 mod docs;
 // The Helm chart: renders as the kustomize manifests, installs, upgrades, holds and runs.

@@ -473,6 +473,12 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
           # this one does not write is refused: give each install its own Secret name.
           - name: ECR_REFRESH_INSTALL
             value: {{ .Values.install | quote }}
+          # Argo CD's namespace: a repo-creds Secret per private registry there; empty: none.
+          - name: ECR_REFRESH_ARGOCD_NAMESPACE
+            value: {{ .Values.argocd.namespace | quote }}
+          # helm or oci: how Argo CD reads the registry; only with ECR_REFRESH_ARGOCD_NAMESPACE.
+          - name: ECR_REFRESH_ARGOCD_TYPE
+            value: {{ if .Values.argocd.namespace }}{{ .Values.argocd.type | quote }}{{ else }}""{{ end }}
           {{- if $webIdentity.roleArn }}
           # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
           - name: AWS_ROLE_ARN
@@ -497,4 +503,24 @@ entry is removed). */}}
 {{- fail (printf "extraEnv sets %s, which the chart sets itself from its values: set that value instead (values.yaml names the variable beside it), and take %s out of extraEnv" .name .name) }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+The Argo CD Secrets (argocd.namespace), as JSON: each name, <secretName>-<account>-<region>,
+to its registry host, for every private registry in `registries` (ECR Public gets none), as
+ecr-refresh names them (src/argocd/mod.rs). Fails when none is private: ecr-refresh would
+refuse the configuration (exit 2).
+*/}}
+{{- define "ecr-refresh.argocdSecrets" -}}
+{{- $secrets := dict -}}
+{{- range .Values.registries -}}
+{{- if regexMatch "^[0-9]{12}\\.dkr[.-]ecr(-fips)?\\.[a-z0-9-]+\\." . -}}
+{{- $name := printf "%s-%s" $.Values.secretName (regexReplaceAll "^([0-9]{12})\\.dkr[.-]ecr(-fips)?\\.([a-z0-9-]+)\\..*$" . "${1}-${3}") -}}
+{{- $_ := set $secrets $name . -}}
+{{- end -}}
+{{- end -}}
+{{- if not $secrets -}}
+{{- fail "argocd.namespace needs the private registries listed in registries (<account>.dkr.ecr.<region>.amazonaws.com): the Argo CD Secrets are named after each one's account and region" -}}
+{{- end -}}
+{{- toJson $secrets -}}
 {{- end }}

@@ -1,0 +1,397 @@
+//! What an Argo CD Secret of ours holds, and whether one as read is due: by the pull Secret's
+//! rules of expiry (`due::expiry`), then by its content.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use secrecy::{ExposeSecret as _, SecretString};
+use sha2::{Digest as _, Sha256};
+
+use crate::argocd::{
+    PASSWORD_DIGEST_ANNOTATION, REPO_CREDS, RepoType, SECRET_TYPE_LABEL, Target, USERNAME,
+};
+use crate::pull_secret::due::{self, Decision, Due, Policy};
+use crate::pull_secret::{
+    EXPIRES_ANNOTATION, FIELD_MANAGER, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION,
+};
+
+/// The Secret's type: Argo CD reads its repository Secrets by label, whatever their type.
+pub const OPAQUE: &str = "Opaque";
+/// The data keys a write owns. `enableOCI` only for `helm`; `oci` ignores it, and a switch
+/// from `helm` leaves the one we wrote: the Secret's create was a POST, whose fields are owned
+/// by an update, which an apply that no longer sends them does not remove.
+pub const URL: &str = "url";
+pub const USERNAME_KEY: &str = "username";
+pub const PASSWORD: &str = "password";
+pub const TYPE: &str = "type";
+pub const ENABLE_OCI: &str = "enableOCI";
+
+/// What one Argo CD Secret should hold after this run.
+pub struct Desired<'a> {
+    pub target: &'a Target,
+    pub repo_type: RepoType,
+    pub password: &'a SecretString,
+    /// RFC 3339, the token's expiry.
+    pub expires_at: String,
+    pub expiry: Option<SystemTime>,
+    pub dry_run: bool,
+}
+
+/// SHA-256 of the password, hex: see `due::digest` for why a digest of a token gives nothing
+/// away.
+pub fn password_digest(password: &[u8]) -> String {
+    Sha256::digest(password)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The data keys and values a write puts in (the password among them).
+fn data(repo_type: RepoType, host: &str, password: &[u8]) -> BTreeMap<String, ByteString> {
+    let mut data = BTreeMap::from([
+        (URL.to_owned(), ByteString(repo_type.url(host).into_bytes())),
+        (
+            USERNAME_KEY.to_owned(),
+            ByteString(USERNAME.as_bytes().to_vec()),
+        ),
+        (PASSWORD.to_owned(), ByteString(password.to_vec())),
+        (
+            TYPE.to_owned(),
+            ByteString(repo_type.as_str().as_bytes().to_vec()),
+        ),
+    ]);
+    if repo_type == RepoType::Helm {
+        data.insert(ENABLE_OCI.to_owned(), ByteString(b"true".to_vec()));
+    }
+    data
+}
+
+/// The object we apply or create: only the fields we own.
+pub fn body(
+    desired: &Desired<'_>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+) -> Secret {
+    let host = desired.target.registry.host();
+    let password = desired.password.expose_secret().as_bytes();
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(desired.target.name.as_str().to_owned()),
+            uid,
+            resource_version,
+            labels: Some(BTreeMap::from([
+                (SECRET_TYPE_LABEL.to_owned(), REPO_CREDS.to_owned()),
+                (MANAGED_BY_LABEL.to_owned(), FIELD_MANAGER.to_owned()),
+            ])),
+            annotations: Some(BTreeMap::from([
+                (REGISTRIES_ANNOTATION.to_owned(), host.to_owned()),
+                (EXPIRES_ANNOTATION.to_owned(), desired.expires_at.clone()),
+                (
+                    PASSWORD_DIGEST_ANNOTATION.to_owned(),
+                    password_digest(password),
+                ),
+            ])),
+            ..ObjectMeta::default()
+        },
+        type_: Some(OPAQUE.to_owned()),
+        data: Some(data(desired.repo_type, host, password)),
+        ..Secret::default()
+    }
+}
+
+/// Why a Secret found under our name is not ours to write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotOurs {
+    #[error(
+        "the Secret has type {0}, not Opaque; type is immutable, so ecr-refresh left it untouched: \
+         delete or rename that Secret yourself"
+    )]
+    WrongType(String),
+    #[error(
+        "the Secret is immutable (immutable: true), so its token cannot be refreshed; ecr-refresh left it \
+         untouched: delete it yourself so the next run creates it"
+    )]
+    Immutable,
+    #[error(
+        "the Secret is labelled {SECRET_TYPE_LABEL}: {0}, not {REPO_CREDS}: it is another Argo CD Secret, \
+         and ecr-refresh left it untouched; rename it, or set ECR_REFRESH_SECRET_NAME to another name"
+    )]
+    OtherArgoSecret(String),
+    #[error(
+        "the Secret is not labelled {SECRET_TYPE_LABEL}: {REPO_CREDS}: it is someone else's, and ecr-refresh \
+         left it untouched (the admission policy would refuse to label it); rename it, or set \
+         ECR_REFRESH_SECRET_NAME to another name"
+    )]
+    Unlabelled,
+}
+
+/// Whether a write could fix the Secret: Opaque, mutable, and already Argo CD repository
+/// credentials (its label `repo-creds`): anything else under our name is someone else's,
+/// and the admission policy refuses to change that label, as this refuses to try.
+pub fn can_write(current: &Secret) -> Result<(), NotOurs> {
+    let found = current.type_.as_deref().unwrap_or(OPAQUE);
+    if found != OPAQUE {
+        return Err(NotOurs::WrongType(found.to_owned()));
+    }
+    if current.immutable == Some(true) {
+        return Err(NotOurs::Immutable);
+    }
+    match label(current) {
+        Some(REPO_CREDS) => Ok(()),
+        Some(other) => Err(NotOurs::OtherArgoSecret(other.to_owned())),
+        None => Err(NotOurs::Unlabelled),
+    }
+}
+
+fn label(secret: &Secret) -> Option<&str> {
+    secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(SECRET_TYPE_LABEL))
+        .map(String::as_str)
+}
+
+fn value<'s>(secret: &'s Secret, key: &str) -> Option<&'s [u8]> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|v| v.0.as_slice())
+}
+
+/// Whether the Secret (None: there is none) is due at `now`: missing, by its recorded expiry
+/// as a pull Secret is, or because what we own in it is not what we wrote (the label, `url`,
+/// `username`, `type`, `enableOCI`, or a password that no longer matches our digest).
+pub fn decide(
+    secret: Option<&Secret>,
+    target: &Target,
+    repo_type: RepoType,
+    policy: &Policy<'_>,
+    now: SystemTime,
+) -> Decision {
+    match reasons(secret, target, repo_type, policy, now)
+        .into_iter()
+        .next()
+    {
+        Some(due) => Decision::Due(due),
+        None => {
+            let secret = secret.expect("a missing Secret is due");
+            let (expires_at, due_at) =
+                due::expiry(secret, policy, now).expect("no reason: the expiry is not due");
+            Decision::Fresh { expires_at, due_at }
+        }
+    }
+}
+
+/// Every reason the Secret is due, the expiry's first (a check reports each).
+pub fn reasons(
+    secret: Option<&Secret>,
+    target: &Target,
+    repo_type: RepoType,
+    policy: &Policy<'_>,
+    now: SystemTime,
+) -> Vec<Due> {
+    let Some(secret) = secret else {
+        return vec![Due::Missing];
+    };
+    let mut reasons: Vec<Due> = due::expiry(secret, policy, now).err().into_iter().collect();
+    let host = target.registry.host();
+    let recorded = secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PASSWORD_DIGEST_ANNOTATION));
+    let password_kept =
+        value(secret, PASSWORD).is_some_and(|p| recorded.is_some_and(|d| *d == password_digest(p)));
+    let enable_oci = value(secret, ENABLE_OCI);
+    let ours_as_written = label(secret) == Some(REPO_CREDS)
+        && value(secret, URL) == Some(repo_type.url(host).as_bytes())
+        && value(secret, USERNAME_KEY) == Some(USERNAME.as_bytes())
+        && value(secret, TYPE) == Some(repo_type.as_str().as_bytes())
+        && match repo_type {
+            RepoType::Helm => enable_oci == Some(b"true".as_slice()),
+            RepoType::Oci => true,
+        }
+        && password_kept;
+    if !ours_as_written {
+        reasons.push(Due::EntriesChanged);
+    }
+    reasons
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::aws::registry::RegistryHost;
+    use crate::cluster::names::SecretName;
+    use crate::pull_secret::due::Registries;
+
+    const HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+
+    fn target() -> Target {
+        Target {
+            name: SecretName::from_str("aws-ecr-token-123456789012-us-east-1").unwrap(),
+            registry: RegistryHost::from_str(HOST).unwrap(),
+        }
+    }
+
+    fn policy() -> Policy<'static> {
+        Policy {
+            renew_before: Duration::from_secs(3600),
+            registries: Registries::Configured(&[]),
+            install: None,
+        }
+    }
+
+    fn written(
+        target: &Target,
+        repo_type: RepoType,
+        password: &SecretString,
+        now: SystemTime,
+    ) -> Secret {
+        let expiry = now + Duration::from_secs(11 * 3600);
+        body(
+            &Desired {
+                target,
+                repo_type,
+                password,
+                expires_at: humantime::format_rfc3339_seconds(expiry).to_string(),
+                expiry: Some(expiry),
+                dry_run: false,
+            },
+            None,
+            None,
+        )
+    }
+
+    #[test]
+    fn a_helm_secret_holds_the_bare_host_and_enable_oci() {
+        let (t, p) = (target(), SecretString::from("token"));
+        let s = written(&t, RepoType::Helm, &p, SystemTime::now());
+        assert_eq!(value(&s, URL), Some(HOST.as_bytes()));
+        assert_eq!(value(&s, USERNAME_KEY), Some(b"AWS".as_slice()));
+        assert_eq!(value(&s, PASSWORD), Some(b"token".as_slice()));
+        assert_eq!(value(&s, TYPE), Some(b"helm".as_slice()));
+        assert_eq!(value(&s, ENABLE_OCI), Some(b"true".as_slice()));
+        assert_eq!(label(&s), Some(REPO_CREDS));
+        assert_eq!(s.type_.as_deref(), Some("Opaque"));
+        let oci = written(&t, RepoType::Oci, &p, SystemTime::now());
+        assert_eq!(value(&oci, URL), Some(format!("oci://{HOST}").as_bytes()));
+        assert_eq!(value(&oci, TYPE), Some(b"oci".as_slice()));
+        assert_eq!(value(&oci, ENABLE_OCI), None);
+        // One written for helm, then judged for oci: due for its url and type only.
+        let helm = written(&t, RepoType::Helm, &p, SystemTime::now());
+        let mut switched = oci.clone();
+        switched
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(ENABLE_OCI.into(), ByteString(b"true".to_vec()));
+        assert!(matches!(
+            decide(
+                Some(&switched),
+                &t,
+                RepoType::Oci,
+                &policy(),
+                SystemTime::now()
+            ),
+            Decision::Fresh { .. }
+        ));
+        assert_eq!(
+            decide(Some(&helm), &t, RepoType::Oci, &policy(), SystemTime::now()),
+            Decision::Due(Due::EntriesChanged)
+        );
+    }
+
+    #[test]
+    fn as_written_it_is_fresh_and_each_change_to_what_we_own_makes_it_due() {
+        let (t, p, now) = (target(), SecretString::from("token"), SystemTime::now());
+        let ours = written(&t, RepoType::Helm, &p, now);
+        assert!(matches!(
+            decide(Some(&ours), &t, RepoType::Helm, &policy(), now),
+            Decision::Fresh { .. }
+        ));
+        assert_eq!(
+            decide(None, &t, RepoType::Helm, &policy(), now),
+            Decision::Due(Due::Missing)
+        );
+        // The other type asked for: due, to be rewritten as that type.
+        assert_eq!(
+            decide(Some(&ours), &t, RepoType::Oci, &policy(), now),
+            Decision::Due(Due::EntriesChanged)
+        );
+        for (key, edited) in [
+            (PASSWORD, "edited"),
+            (URL, "ghcr.io"),
+            (USERNAME_KEY, "admin"),
+            (TYPE, "git"),
+            (ENABLE_OCI, "false"),
+        ] {
+            let mut s = ours.clone();
+            s.data
+                .as_mut()
+                .unwrap()
+                .insert(key.to_owned(), ByteString(edited.as_bytes().to_vec()));
+            assert_eq!(
+                decide(Some(&s), &t, RepoType::Helm, &policy(), now),
+                Decision::Due(Due::EntriesChanged),
+                "{key}"
+            );
+        }
+        // Others' keys and labels are theirs: no reason to write.
+        let mut s = ours.clone();
+        s.data
+            .as_mut()
+            .unwrap()
+            .insert("proxy".into(), ByteString(b"http://proxy:3128".to_vec()));
+        s.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("team".into(), "a".into());
+        assert!(matches!(
+            decide(Some(&s), &t, RepoType::Helm, &policy(), now),
+            Decision::Fresh { .. }
+        ));
+        // Its expiry within RENEW_BEFORE: due by the pull Secret's rule.
+        let later = now + Duration::from_secs(10 * 3600 + 60);
+        assert!(matches!(
+            decide(Some(&ours), &t, RepoType::Helm, &policy(), later),
+            Decision::Due(Due::ExpiresSoon { .. })
+        ));
+    }
+
+    #[test]
+    fn another_argo_cd_secret_or_type_under_our_name_is_not_ours() {
+        let (t, p) = (target(), SecretString::from("token"));
+        let ours = written(&t, RepoType::Helm, &p, SystemTime::now());
+        assert_eq!(can_write(&ours), Ok(()));
+        let mut cluster = ours.clone();
+        cluster
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(SECRET_TYPE_LABEL.into(), "cluster".into());
+        assert_eq!(
+            can_write(&cluster),
+            Err(NotOurs::OtherArgoSecret("cluster".into()))
+        );
+        let mut tls = ours.clone();
+        tls.type_ = Some("kubernetes.io/tls".into());
+        assert!(matches!(can_write(&tls), Err(NotOurs::WrongType(_))));
+        let mut frozen = ours.clone();
+        frozen.immutable = Some(true);
+        assert_eq!(can_write(&frozen), Err(NotOurs::Immutable));
+        let mut unlabelled = ours;
+        unlabelled.metadata.labels = None;
+        assert_eq!(can_write(&unlabelled), Err(NotOurs::Unlabelled));
+    }
+}

@@ -1,0 +1,94 @@
+//! The Argo CD Secrets (ECR_REFRESH_ARGOCD_NAMESPACE) in a check: each read (a GET) and judged
+//! as a refresh would, and its expiry reported as a pull Secret's is. Nothing is written.
+
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
+use tracing::{info, warn};
+
+use crate::argocd::write::{self, ArgoError};
+use crate::argocd::{ArgoCd, Target};
+use crate::check::Finding;
+use crate::pull_secret::due::{Due, Policy, TOKEN_LIFETIME};
+
+/// One Argo CD Secret's findings: empty when Argo CD can log in with it until the next run.
+pub async fn check(
+    client: &Client,
+    argocd: &ArgoCd,
+    policy: &Policy<'_>,
+) -> Vec<(String, Vec<Finding>)> {
+    let namespace = argocd.namespace.as_str();
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut checked = Vec::new();
+    for target in &argocd.targets {
+        let secret = target.name.as_str();
+        let (findings, expires_at) = match write::get(&api, target).await {
+            Ok(current) => judge(current.as_ref(), target, argocd, policy, SystemTime::now()),
+            Err(e) => (vec![Finding::CheckFailed(e.to_string())], None),
+        };
+        let kinds: Vec<&str> = findings.iter().map(Finding::kind).collect();
+        let detail: Vec<String> = findings.iter().map(ToString::to_string).collect();
+        let expires_at = expires_at.as_deref();
+        if findings.is_empty() {
+            info!(
+                namespace,
+                secret,
+                argocd = true,
+                registry = target.registry.host(),
+                expires_at,
+                result = "ok",
+                "Argo CD Secret ok"
+            );
+        } else {
+            warn!(namespace, secret, argocd = true, registry = target.registry.host(), expires_at, findings = %kinds.join(","), detail = %detail.join("; "), result = "findings", "Argo CD Secret has findings");
+        }
+        checked.push((secret.to_owned(), findings));
+    }
+    checked
+}
+
+/// The findings, and the recorded expiry (RFC 3339) when there is one.
+fn judge(
+    current: Option<&Secret>,
+    target: &Target,
+    argocd: &ArgoCd,
+    policy: &Policy<'_>,
+    now: SystemTime,
+) -> (Vec<Finding>, Option<String>) {
+    let Some(current) = current else {
+        return (vec![Finding::SecretMissing], None);
+    };
+    let expires_at = crate::pull_secret::due::recorded_expiry(current)
+        .map(|at| humantime::format_rfc3339_seconds(at).to_string());
+    if let Err(e) = crate::argocd::secret::can_write(current) {
+        return (
+            vec![Finding::NotWritable(ArgoError::from(e).to_string())],
+            expires_at,
+        );
+    }
+    let mut findings = Vec::new();
+    for reason in
+        crate::argocd::secret::reasons(Some(current), target, argocd.repo_type, policy, now)
+    {
+        match reason {
+            Due::ExpiresSoon { expires_at, .. } => {
+                let at = humantime::format_rfc3339_seconds(expires_at).to_string();
+                if now >= expires_at {
+                    findings.push(Finding::Expired(at));
+                } else if policy.renew_before < TOKEN_LIFETIME {
+                    findings.push(Finding::ExpiresSoon {
+                        expires_at: at,
+                        renew_before: humantime::format_duration(policy.renew_before).to_string(),
+                    });
+                }
+            }
+            other => findings.push(Finding::Due {
+                kind: other.as_str(),
+                reason: other.to_string(),
+                meaning: other.meaning(),
+            }),
+        }
+    }
+    (findings, expires_at)
+}

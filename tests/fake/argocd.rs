@@ -1,0 +1,484 @@
+//! ECR_REFRESH_ARGOCD_NAMESPACE: one Argo CD `repo-creds` Secret per private registry, written
+//! in place as the pull Secret is (uid kept, others' keys kept, due-aware, dry run honoured,
+//! never deleted), counted in the summary and the termination message; and `check`'s report
+//! of their expiry.
+
+use crate::common;
+
+use common::*;
+use fake_cluster::Resource;
+use serde_json::{Value, json};
+
+const ARGOCD: &str = "argocd";
+/// A second private registry, in another region and account.
+const OTHER: &str = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
+const FIRST_NAME: &str = "aws-ecr-token-123456789012-us-east-1";
+const OTHER_NAME: &str = "aws-ecr-token-210987654321-eu-west-1";
+
+fn on(registries: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("ECR_REFRESH_NAMESPACES", "app".to_owned()),
+        ("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD.to_owned()),
+        ("ECR_REFRESH_REGISTRIES", registries.to_owned()),
+    ]
+}
+
+fn env<'a>(
+    vars: &'a [(&'static str, String)],
+    more: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    vars.iter()
+        .map(|(k, v)| (*k, v.as_str()))
+        .chain(more.iter().copied())
+        .collect()
+}
+
+fn argo_secret(h: &Harness, name: &str) -> Option<Value> {
+    h.cluster.get(Resource::Secrets, ARGOCD, name)
+}
+
+fn data(secret: &Value, key: &str) -> Option<String> {
+    secret["data"][key].as_str().map(|v| {
+        String::from_utf8(
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, v).expect("base64"),
+        )
+        .expect("UTF-8")
+    })
+}
+
+/// The one log line about the Argo CD Secret `name`.
+fn line<'r>(run: &'r Run, name: &str) -> &'r Value {
+    let lines: Vec<&Value> = run
+        .lines
+        .iter()
+        .filter(|l| l["secret"] == name && l["argocd"] == true && l.get("outcome").is_some())
+        .collect();
+    assert_eq!(lines.len(), 1, "one line for {name}:\n{}", run.stdout);
+    lines[0]
+}
+
+fn termination(h: &Harness) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap()
+}
+
+#[test]
+fn a_run_writes_one_repo_creds_secret_per_private_registry_in_the_argocd_namespace_it_does_not_select()
+ {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    let vars = on(&format!("{REGISTRY},{OTHER},public.ecr.aws"));
+    let public = h.ecr.url();
+
+    let run = h.run(&env(&vars, &[("AWS_ENDPOINT_URL_ECR_PUBLIC", &public)]));
+
+    run.expect_code(0);
+    let pull = h.secret("app").expect("the pull Secret");
+    for (name, host) in [(FIRST_NAME, REGISTRY), (OTHER_NAME, OTHER)] {
+        let secret = argo_secret(&h, name).unwrap_or_else(|| panic!("no {name}"));
+        assert_eq!(secret["type"], "Opaque");
+        assert_eq!(
+            secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"],
+            "repo-creds"
+        );
+        assert_eq!(
+            data(&secret, "url").as_deref(),
+            Some(host),
+            "helm: the bare host"
+        );
+        assert_eq!(data(&secret, "username").as_deref(), Some("AWS"));
+        assert_eq!(data(&secret, "type").as_deref(), Some("helm"));
+        assert_eq!(data(&secret, "enableOCI").as_deref(), Some("true"));
+        assert_eq!(
+            data(&secret, "password").unwrap(),
+            password(&pull, host),
+            "the token the pull Secret holds for {host}"
+        );
+        let l = line(&run, name);
+        assert_eq!(l["outcome"], "created");
+        assert_eq!(l["namespace"], ARGOCD);
+        assert_eq!(l["registry"], host);
+        assert_eq!(l["uid_before"], "-");
+        assert_eq!(l["uid_after"], uid(&secret));
+        assert_eq!(l["due"], "missing");
+    }
+    assert!(
+        h.secret(ARGOCD).is_none(),
+        "the Argo CD namespace is not selected: no pull Secret there"
+    );
+    let summary = run.summary();
+    assert_eq!(
+        summary["argocd_written"], 2,
+        "none for ECR Public: {summary}"
+    );
+    assert_eq!(summary["namespaces"], 1);
+    let message = termination(&h);
+    assert_eq!(message["argocd"], json!({"created": 2}));
+    assert_eq!(message["argocd_failed"], json!([]));
+    assert_eq!(
+        h.ecr.calls().len(),
+        2,
+        "one ECR call per region, shared with the pull Secrets"
+    );
+}
+
+#[test]
+fn a_secret_someone_made_under_our_name_is_updated_in_place_keeping_their_keys_labels_and_annotations()
+ {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    let seeded = h.cluster.seed(
+        Resource::Secrets,
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {
+                "name": FIRST_NAME, "namespace": ARGOCD,
+                "labels": {"argocd.argoproj.io/secret-type": "repo-creds", "team": "platform"},
+                "annotations": {"note": "made by hand"},
+            },
+            "type": "Opaque",
+            "stringData": {"url": REGISTRY, "username": "AWS", "password": "stale", "type": "helm", "enableOCI": "true", "proxy": "http://proxy:3128"},
+        }),
+        "kubectl-client-side-apply",
+    );
+    let vars = on(REGISTRY);
+
+    let run = h.run(&env(&vars, &[]));
+
+    run.expect_code(0);
+    let secret = argo_secret(&h, FIRST_NAME).unwrap();
+    assert_eq!(uid(&secret), uid(&seeded), "in place");
+    let l = line(&run, FIRST_NAME);
+    assert_eq!(l["outcome"], "updated");
+    assert_eq!(l["uid_before"], uid(&seeded));
+    assert_eq!(l["uid_after"], uid(&seeded));
+    assert_eq!(l["due"], "no-expiry");
+    assert_ne!(data(&secret, "password").as_deref(), Some("stale"));
+    assert_eq!(data(&secret, "proxy").as_deref(), Some("http://proxy:3128"));
+    assert_eq!(secret["metadata"]["labels"]["team"], "platform");
+    assert_eq!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "ecr-refresh"
+    );
+    assert_eq!(secret["metadata"]["annotations"]["note"], "made by hand");
+    assert!(
+        h.cluster
+            .history(Resource::Secrets, ARGOCD, FIRST_NAME)
+            .iter()
+            .all(Option::is_some),
+        "never absent"
+    );
+}
+
+#[test]
+fn a_run_where_nothing_is_due_writes_no_argo_cd_secret_and_asks_ecr_nothing_then_one_that_is_due_writes_it_in_place()
+ {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    let vars = on(REGISTRY);
+    h.run(&env(&vars, &[])).expect_code(0);
+    let first = argo_secret(&h, FIRST_NAME).unwrap();
+    let calls = h.ecr.calls().len();
+
+    let quiet = h.run(&env(&vars, &[("ECR_REFRESH_RENEW_BEFORE", "8h")]));
+
+    quiet.expect_code(0);
+    assert_eq!(h.ecr.calls().len(), calls, "nothing due: no ECR call");
+    assert_eq!(line(&quiet, FIRST_NAME)["outcome"], "fresh");
+    assert_eq!(
+        h.cluster
+            .history(Resource::Secrets, ARGOCD, FIRST_NAME)
+            .len(),
+        1,
+        "not written"
+    );
+    assert_eq!(quiet.summary()["argocd_fresh"], 1);
+
+    // Someone edits the password: due, rewritten in place, though the pull Secret is not due.
+    h.cluster.seed(
+        Resource::Secrets,
+        {
+            let mut edited = first.clone();
+            edited["data"]["password"] = json!(b64("edited"));
+            edited
+        },
+        "someone",
+    );
+    let edited_uid = uid(&argo_secret(&h, FIRST_NAME).unwrap());
+    let due = h.run(&env(&vars, &[("ECR_REFRESH_RENEW_BEFORE", "8h")]));
+    due.expect_code(0);
+    assert_eq!(due.outcome("app"), "fresh");
+    let l = line(&due, FIRST_NAME);
+    assert_eq!(l["outcome"], "updated");
+    assert_eq!(l["due"], "entries-changed");
+    assert_eq!(l["uid_before"], edited_uid.as_str());
+    assert_eq!(l["uid_after"], edited_uid.as_str());
+    assert_ne!(
+        data(&argo_secret(&h, FIRST_NAME).unwrap(), "password").as_deref(),
+        Some("edited")
+    );
+}
+
+#[test]
+fn a_dry_run_stores_no_argo_cd_secret() {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    let vars = on(REGISTRY);
+
+    let run = h.run(&env(&vars, &[("ECR_REFRESH_DRY_RUN", "true")]));
+
+    run.expect_code(0);
+    assert_eq!(line(&run, FIRST_NAME)["outcome"], "would-create");
+    assert_eq!(line(&run, FIRST_NAME)["uid_after"], "-");
+    assert!(argo_secret(&h, FIRST_NAME).is_none());
+    assert_eq!(termination(&h)["argocd"], json!({"would-create": 1}));
+}
+
+#[test]
+fn another_argo_cd_secret_under_our_name_is_left_untouched_and_fails_the_run() {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    let seeded = h.cluster.seed(
+        Resource::Secrets,
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": FIRST_NAME, "namespace": ARGOCD,
+                         "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+            "type": "Opaque",
+            "stringData": {"server": "https://prod.example", "config": "{}"},
+        }),
+        "argocd-server",
+    );
+    let vars = on(REGISTRY);
+
+    let run = h.run(&env(&vars, &[]));
+
+    run.expect_code(1);
+    assert_eq!(argo_secret(&h, FIRST_NAME).unwrap(), seeded, "untouched");
+    let l = line(&run, FIRST_NAME);
+    assert_eq!(l["outcome"], "failed");
+    assert!(l["error"].as_str().unwrap().contains("cluster"), "{l}");
+    assert_eq!(
+        run.outcome("app"),
+        "created",
+        "the namespaces are written all the same"
+    );
+    assert_eq!(termination(&h)["argocd_failed"], json!([FIRST_NAME]));
+}
+
+#[test]
+fn the_oci_type_writes_an_oci_url_and_a_switch_from_helm_rewrites_it_in_place() {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    let vars = on(REGISTRY);
+    h.run(&env(&vars, &[])).expect_code(0);
+    let before = argo_secret(&h, FIRST_NAME).unwrap();
+
+    let run = h.run(&env(
+        &vars,
+        &[
+            ("ECR_REFRESH_ARGOCD_TYPE", "oci"),
+            ("ECR_REFRESH_RENEW_BEFORE", "8h"),
+        ],
+    ));
+
+    run.expect_code(0);
+    let after = argo_secret(&h, FIRST_NAME).unwrap();
+    assert_eq!(uid(&after), uid(&before));
+    assert_eq!(line(&run, FIRST_NAME)["due"], "entries-changed");
+    assert_eq!(data(&after, "url"), Some(format!("oci://{REGISTRY}")));
+    assert_eq!(data(&after, "type").as_deref(), Some("oci"));
+    // Created by a POST, its fields are owned by an update: an apply that no longer sends
+    // enableOCI leaves it (Argo CD reads it for helm only).
+    assert_eq!(data(&after, "enableOCI").as_deref(), Some("true"));
+    let again = h.run(&env(
+        &vars,
+        &[
+            ("ECR_REFRESH_ARGOCD_TYPE", "oci"),
+            ("ECR_REFRESH_RENEW_BEFORE", "8h"),
+        ],
+    ));
+    again.expect_code(0);
+    assert_eq!(
+        line(&again, FIRST_NAME)["outcome"],
+        "fresh",
+        "and then it is fresh as an oci Secret"
+    );
+}
+
+#[test]
+fn a_registry_removed_from_the_configuration_leaves_its_argo_cd_secret_alone_and_says_so() {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    h.run(&env(&on(&format!("{REGISTRY},{OTHER}")), &[]))
+        .expect_code(0);
+    let left = argo_secret(&h, OTHER_NAME).unwrap();
+
+    let run = h.run(&env(&on(REGISTRY), &[]));
+
+    run.expect_code(0);
+    assert_eq!(argo_secret(&h, OTHER_NAME).unwrap(), left, "left as it was");
+    let said = run.messages_starting("registry no longer configured");
+    assert_eq!(said.len(), 1, "{}", run.stdout);
+    assert_eq!(said[0]["secret"], OTHER_NAME);
+    assert_eq!(said[0]["registry"], OTHER);
+    assert_eq!(line(&run, FIRST_NAME)["outcome"], "updated");
+}
+
+#[test]
+fn the_argo_cd_variables_are_refused_before_anything_is_sent_when_they_cannot_work() {
+    let h = Harness::new();
+    for (vars, says) in [
+        (
+            vec![("ECR_REFRESH_ARGOCD_TYPE", "oci")],
+            "ECR_REFRESH_ARGOCD_TYPE",
+        ),
+        (
+            vec![
+                ("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD),
+                ("ECR_REFRESH_ARGOCD_TYPE", "git"),
+            ],
+            "ECR_REFRESH_ARGOCD_TYPE",
+        ),
+        (
+            vec![("ECR_REFRESH_ARGOCD_NAMESPACE", "Argo CD")],
+            "ECR_REFRESH_ARGOCD_NAMESPACE",
+        ),
+        (
+            vec![
+                ("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD),
+                ("ECR_REFRESH_REGISTRIES", "public.ecr.aws"),
+            ],
+            "ECR_REFRESH_REGISTRIES",
+        ),
+    ] {
+        let run = h.run(&vars);
+        run.expect_code(2);
+        assert!(run.stdout.contains(says), "{vars:?}: {}", run.stdout);
+    }
+    assert_eq!(h.cluster.request_count(), 0, "nothing sent");
+}
+
+#[test]
+fn check_reports_each_argo_cd_secrets_expiry_and_a_missing_one_as_a_finding() {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    let vars = on(&format!("{REGISTRY},{OTHER}"));
+    h.run(&env(&vars, &[])).expect_code(0);
+    let expires = argo_secret(&h, FIRST_NAME).unwrap()["metadata"]["annotations"]
+        ["ecr-refresh/token-expires-at"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ok = h.run(&env(
+        &vars,
+        &[
+            ("ECR_REFRESH_MODE", "check"),
+            ("ECR_REFRESH_RENEW_BEFORE", "8h"),
+        ],
+    ));
+    ok.expect_code(0);
+    let first = ok
+        .lines
+        .iter()
+        .find(|l| l["secret"] == FIRST_NAME && l["argocd"] == true)
+        .unwrap();
+    assert_eq!(first["result"], "ok");
+    assert_eq!(first["expires_at"], expires.as_str());
+
+    // Without its second registry's Secret: a finding, exit 1.
+    let writes_before = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.method != "GET")
+        .count();
+    let vars = on(&format!(
+        "{REGISTRY},{OTHER},999999999999.dkr.ecr.us-west-2.amazonaws.com"
+    ));
+    let missing = h.run(&env(
+        &vars,
+        &[
+            ("ECR_REFRESH_MODE", "check"),
+            ("ECR_REFRESH_RENEW_BEFORE", "8h"),
+        ],
+    ));
+    missing.expect_code(1);
+    let line = missing
+        .lines
+        .iter()
+        .find(|l| l["secret"] == "aws-ecr-token-999999999999-us-west-2")
+        .unwrap();
+    assert_eq!(line["result"], "findings");
+    assert_eq!(
+        h.cluster
+            .requests()
+            .iter()
+            .filter(|r| r.method != "GET")
+            .count(),
+        writes_before,
+        "a check writes nothing"
+    );
+}
+
+#[test]
+fn an_argo_cd_secret_deleted_between_our_read_and_our_apply_is_created_fresh_and_one_changed_is_read_again()
+ {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    let vars = on(REGISTRY);
+    h.run(&env(&vars, &[])).expect_code(0);
+    let first = uid(&argo_secret(&h, FIRST_NAME).unwrap());
+
+    // Changed by someone after our read: the apply pinned to the resourceVersion read is
+    // refused, the Secret read again, and their change kept.
+    h.cluster
+        .change_after_next_get(Resource::Secrets, ARGOCD, FIRST_NAME, |secret| {
+            secret["metadata"]["labels"]["changed"] = json!("meanwhile");
+        });
+    let changed = h.run(&env(&vars, &[]));
+    changed.expect_code(0);
+    let after = argo_secret(&h, FIRST_NAME).unwrap();
+    assert_eq!(line(&changed, FIRST_NAME)["outcome"], "updated");
+    assert_eq!(uid(&after), first);
+    assert_eq!(after["metadata"]["labels"]["changed"], "meanwhile");
+    assert_eq!(
+        h.statuses("PATCH", FIRST_NAME),
+        [409, 200],
+        "the stale apply refused, then one over what was read again"
+    );
+
+    // Deleted after our read: the apply pinned to its uid cannot resurrect it; it is
+    // created fresh, and the line says so.
+    h.cluster
+        .delete_after_next_get(Resource::Secrets, ARGOCD, FIRST_NAME);
+    let deleted = h.run(&env(&vars, &[]));
+    deleted.expect_code(0);
+    let l = line(&deleted, FIRST_NAME);
+    assert_eq!(l["outcome"], "recreated");
+    assert_eq!(l["uid_before"], first.as_str());
+    let fresh = uid(&argo_secret(&h, FIRST_NAME).unwrap());
+    assert_ne!(fresh, first);
+    assert_eq!(l["uid_after"], fresh.as_str());
+}
+
+#[test]
+fn a_missing_argo_cd_namespace_fails_its_secrets_and_says_what_to_do() {
+    let h = Harness::new();
+    h.namespaces(&["app"]);
+    let vars = on(REGISTRY);
+
+    let run = h.run(&env(&vars, &[]));
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("app"), "created");
+    let l = line(&run, FIRST_NAME);
+    assert_eq!(l["outcome"], "failed");
+    assert!(
+        l["error"]
+            .as_str()
+            .unwrap()
+            .contains("fix ECR_REFRESH_ARGOCD_NAMESPACE"),
+        "{l}"
+    );
+    assert_eq!(run.summary()["argocd_failed"], 1);
+}
