@@ -124,6 +124,59 @@ impl AccountOutcome {
 
 /// Process exit codes: one table for every mode and credential source (`--help` and the
 /// book's reference page print it from `cli::EXIT_CODES`).
+/// What became of a pod stuck on a pull that ECR_REFRESH_EVICT_STUCK_PODS looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PodOutcome {
+    Evicted,
+    WouldEvict,
+    Left,
+}
+
+impl PodOutcome {
+    pub const ALL: [PodOutcome; 3] = [Self::Evicted, Self::WouldEvict, Self::Left];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Evicted => "evicted",
+            Self::WouldEvict => "would-evict",
+            Self::Left => "left",
+        }
+    }
+
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Self::Evicted => {
+                "evicted through the Eviction API: its controller recreates it, with the Secret"
+            }
+            Self::WouldEvict => "dry run: it would be evicted",
+            Self::Left => {
+                "not evicted (`reason` says why and what to do): a bare pod, a replacement that would \
+                 not carry the Secret, a PodDisruptionBudget's 429, or ECR_REFRESH_EVICT_LIMIT reached; \
+                 the exit code is unchanged"
+            }
+        }
+    }
+}
+
+/// What ECR_REFRESH_EVICT_STUCK_PODS did in a run, by outcome.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Evictions {
+    pub evicted: usize,
+    pub would_evict: usize,
+    pub left: usize,
+}
+
+impl Evictions {
+    pub fn count(&mut self, outcome: PodOutcome) {
+        match outcome {
+            PodOutcome::Evicted => self.evicted += 1,
+            PodOutcome::WouldEvict => self.would_evict += 1,
+            PodOutcome::Left => self.left += 1,
+        }
+    }
+}
+
 pub mod exit {
 
     /// All done.
@@ -161,6 +214,9 @@ pub struct Report {
     /// Selected namespaces whose Secret the run never read (left undone at a stop, a read that
     /// failed) or whose write it abandoned: what they hold, and when it expires, is not known.
     pub unknown: usize,
+    /// ECR_REFRESH_EVICT_STUCK_PODS's pods; None when the option is off. Never changes the
+    /// exit code.
+    pub evictions: Option<Evictions>,
 }
 
 impl Report {
@@ -218,7 +274,7 @@ impl Report {
             let truncated = failed.len() < self.failed.len()
                 || not_found.len() < self.not_found.len()
                 || registries.len() < extra.registries.len();
-            let message = serde_json::json!({
+            let mut message = serde_json::json!({
                 "exit_code": self.exit_code(),
                 "outcomes": self.outcomes,
                 "service_accounts": self.service_accounts,
@@ -233,8 +289,11 @@ impl Report {
                 "truncated": truncated,
                 "token_expires_at": extra.token_expires_at,
                 "elapsed_ms": extra.elapsed_ms,
-            })
-            .to_string();
+            });
+            if let Some(pods) = &self.evictions {
+                message["pods"] = serde_json::json!(pods);
+            }
+            let message = message.to_string();
             if message.len() < TERMINATION_MESSAGE_LIMIT {
                 return message;
             }

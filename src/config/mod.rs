@@ -117,6 +117,9 @@ pub struct Config {
     pub renew_before: Duration,
     /// A role assumed over the base credentials; None: the base credentials call ECR.
     pub assume_role: Option<AssumeRole>,
+    /// ECR_REFRESH_EVICT_STUCK_PODS and ECR_REFRESH_EVICT_LIMIT: None, no pod is evicted;
+    /// Some(limit), at most `limit` stuck pods are evicted at the end of a refresh.
+    pub evict_stuck_pods: Option<usize>,
 }
 
 /// The variables as envy reads them, before parsing.
@@ -143,6 +146,8 @@ struct Raw {
     assume_role_arn: Option<String>,
     assume_role_external_id: Option<String>,
     assume_role_session_name: Option<String>,
+    evict_stuck_pods: Option<String>,
+    evict_limit: Option<String>,
 }
 
 impl Config {
@@ -279,6 +284,7 @@ impl Config {
             raw.assume_role_external_id,
             raw.assume_role_session_name,
         )?;
+        let evict_stuck_pods = parse_evict(raw.evict_stuck_pods, raw.evict_limit)?;
         Ok(Self {
             mode,
             secret_name,
@@ -300,8 +306,30 @@ impl Config {
             events,
             renew_before,
             assume_role,
+            evict_stuck_pods,
         })
     }
+}
+
+/// The most pods a run evicts when ECR_REFRESH_EVICT_LIMIT is not set.
+pub const DEFAULT_EVICT_LIMIT: usize = 50;
+
+/// ECR_REFRESH_EVICT_STUCK_PODS and its ECR_REFRESH_EVICT_LIMIT. A limit without the option is
+/// accepted and unused, so that manifests may carry its default.
+fn parse_evict(
+    enabled: Option<String>,
+    limit: Option<String>,
+) -> Result<Option<usize>, ConfigError> {
+    let enabled = parse_or("ECR_REFRESH_EVICT_STUCK_PODS", enabled, parse_bool, || {
+        false
+    })?;
+    let limit = parse_or(
+        "ECR_REFRESH_EVICT_LIMIT",
+        limit,
+        values::parse_evict_limit,
+        || DEFAULT_EVICT_LIMIT,
+    )?;
+    Ok(enabled.then_some(limit))
 }
 
 /// ECR_REFRESH_ASSUME_ROLE_*: the role, with its external id and session name. An external id

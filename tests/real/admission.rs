@@ -14,8 +14,8 @@
 use crate::common;
 
 use common::attacks::{
-    Attack, OPAQUE_UPDATE, WIDE_RBAC, attacks, opaque_under_our_name, subresource_attacks,
-    target_objects,
+    Attack, OPAQUE_UPDATE, WIDE_POD_RBAC, WIDE_RBAC, attacks, opaque_under_our_name, pod_attacks,
+    subresource_attacks, target_objects, victim_pod,
 };
 use common::manifests::copy;
 use common::real::{
@@ -263,4 +263,117 @@ fn two_installs_writing_secrets_of_different_names_are_each_held_by_their_own_po
             "{account} creating {theirs}, refused by its own install's policy: {body}"
         );
     }
+}
+
+/// ECR_REFRESH_EVICT_STUCK_PODS's rights (the component evict-stuck-pods): the token may
+/// evict a pod with its own grace period, and nothing else of pods. The RBAC refuses a
+/// delete, a create and an update; with RBAC widened to everything on pods, the policy
+/// refuses them, and an eviction that brings its own grace period or propagation policy.
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
+    let cp = &ControlPlane::start();
+    let manifests = copy();
+    let root = manifests.path().join("manifests");
+    install_with(
+        cp,
+        &cp.assets().join("kubectl"),
+        &root,
+        "",
+        "",
+        Some("evict-stuck-pods"),
+    );
+    wait_until_enforced(cp, "default");
+    let token = cp.service_account_token(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1);
+    namespaces(cp, &["ours"]);
+    create(cp, &[victim_pod("ours")]);
+    let pod_before = get(cp, "pod", "ours", "web-0").expect("the pod");
+
+    let (status, body) = send(
+        cp,
+        &token,
+        "GET",
+        "/api/v1/namespaces/ours/pods",
+        "application/json",
+        &Value::Null,
+    );
+    assert_eq!(status, 200, "the component grants pods list: {body}");
+    let by_rbac = ["a pod delete", "a pod create", "a pod update"];
+    for a in pod_attacks("ours") {
+        let (status, body) = send(cp, &token, a.method, &a.path, a.content_type, &a.body);
+        assert_eq!(status, 403, "{}: {body}", a.what);
+        if by_rbac.contains(&a.what) {
+            assert!(
+                message(&body).contains("cannot "),
+                "{}: by RBAC: {body}",
+                a.what
+            );
+        } else {
+            assert!(denied_by_policy(&body), "{}: by the policy: {body}", a.what);
+            assert!(
+                message(&body).contains(a.refused_with),
+                "{}: {body}",
+                a.what
+            );
+        }
+    }
+
+    admin(cp, &["apply", "-f", "-"], WIDE_POD_RBAC);
+    let delete = &pod_attacks("ours")[0];
+    eventually("the wide pod RBAC in force", || {
+        let path = format!("{}?dryRun=All", delete.path);
+        let (status, body) = send(
+            cp,
+            &token,
+            "DELETE",
+            &path,
+            "application/json",
+            &Value::Null,
+        );
+        if denied_by_policy(&body) {
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
+        }
+    });
+    for a in pod_attacks("ours") {
+        let (status, body) = send(cp, &token, a.method, &a.path, a.content_type, &a.body);
+        assert_eq!(status, 403, "wide RBAC: {}: {body}", a.what);
+        assert!(denied_by_policy(&body), "wide RBAC: {}: {body}", a.what);
+        assert!(
+            message(&body).contains(a.refused_with),
+            "wide RBAC: {}: for {:?}: {body}",
+            a.what,
+            a.refused_with
+        );
+    }
+    let pod_after = get(cp, "pod", "ours", "web-0").expect("the pod is still there");
+    assert_eq!(
+        pod_after["metadata"]["resourceVersion"], pod_before["metadata"]["resourceVersion"],
+        "nothing refused changed the pod"
+    );
+
+    // The eviction a run sends, pinned to the pod's uid, goes through.
+    let uid = pod_before["metadata"]["uid"].as_str().expect("a uid");
+    let eviction = json!({
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": { "name": "web-0", "namespace": "ours" },
+        "deleteOptions": { "preconditions": { "uid": uid } }
+    });
+    let (status, body) = send(
+        cp,
+        &token,
+        "POST",
+        "/api/v1/namespaces/ours/pods/web-0/eviction",
+        "application/json",
+        &eviction,
+    );
+    assert_eq!(status, 201, "the run's eviction is admitted: {body}");
+    eventually("the evicted pod gone", || {
+        match get(cp, "pod", "ours", "web-0") {
+            None => Ok(()),
+            Some(p) if !p["metadata"]["deletionTimestamp"].is_null() => Ok(()),
+            Some(p) => Err(p["metadata"].to_string()),
+        }
+    });
 }

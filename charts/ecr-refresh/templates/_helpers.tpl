@@ -311,6 +311,14 @@ template:
           # The assumed role's session name, as CloudTrail records it.
           - name: ECR_REFRESH_ASSUME_ROLE_SESSION_NAME
             value: {{ .Values.aws.assumeRole.sessionName | quote }}
+          # "true": at the end of a run, evict pods stuck in ImagePullBackOff for want of the
+          # Secret, so that their controllers recreate them with it (rights: evictStuckPods,
+          # or the kustomize component components/evict-stuck-pods).
+          - name: ECR_REFRESH_EVICT_STUCK_PODS
+            value: {{ .Values.evictStuckPods.enabled | toString | quote }}
+          # The most pods one run evicts; the rest wait for the next run.
+          - name: ECR_REFRESH_EVICT_LIMIT
+            value: {{ .Values.evictStuckPods.limit | int64 | toString | quote }}
           {{- if $webIdentity.roleArn }}
           # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
           - name: AWS_ROLE_ARN
@@ -410,4 +418,20 @@ pulling, and ServiceAccounts, for their imagePullSecrets.
   resourceNames: {{ toJson . }}
   verbs: ["get", "patch"]
 {{- end }}
+{{- end }}
+
+{{/*
+What ECR_REFRESH_EVICT_STUCK_PODS uses: the unfinished pods of a namespace (list, get) and
+the Eviction API (create on pods/eviction). Nothing else of pods: no create, update, patch
+or delete.
+*/}}
+{{- define "ecr-refresh.evictRules" -}}
+# Find the pods stuck in ImagePullBackOff.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "get"]
+# Evict them through the Eviction API, so that PodDisruptionBudgets hold.
+- apiGroups: [""]
+  resources: ["pods/eviction"]
+  verbs: ["create"]
 {{- end }}
