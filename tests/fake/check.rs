@@ -1047,6 +1047,12 @@ fn a_stuck_pod_the_eviction_would_recover_is_pointed_at_the_option() {
         "{a}"
     );
     let b = run.findings("team-b");
-    assert!(b.contains("pull-stuck") || b.contains("ImagePullBackOff"), "{b}");
-    assert!(!b.contains("ECR_REFRESH_EVICT_STUCK_PODS"), "a bare pod: {b}");
+    assert!(
+        b.contains("pull-stuck") || b.contains("ImagePullBackOff"),
+        "{b}"
+    );
+    assert!(
+        !b.contains("ECR_REFRESH_EVICT_STUCK_PODS"),
+        "a bare pod: {b}"
+    );
 }

@@ -489,14 +489,23 @@ fn the_evict_component_grants_pod_reads_and_evictions_in_a_role_of_its_own() {
         binding[0]["subjects"],
         json!([{"kind": "ServiceAccount", "name": "ecr-refresh", "namespace": "ecr-refresh"}])
     );
-    let env = cronjob_env(&rendered);
-    assert!(
-        env.contains(&("ECR_REFRESH_EVICT_STUCK_PODS".to_owned(), "true".to_owned())),
-        "{env:?}"
-    );
-    assert!(
-        cronjob_env(&render("", false))
-            .contains(&("ECR_REFRESH_EVICT_STUCK_PODS".to_owned(), "false".to_owned())),
+    let evict = |rendered: &str| -> Value {
+        let cronjob = documents(rendered)
+            .into_iter()
+            .find(|d| d["kind"] == "CronJob")
+            .expect("a CronJob");
+        cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .find(|e| e["name"] == "ECR_REFRESH_EVICT_STUCK_PODS")
+            .map(|e| e["value"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(evict(&rendered), "true");
+    assert_eq!(
+        evict(&render("", false)),
+        "false",
         "off without the component"
     );
 }
