@@ -17,9 +17,10 @@ use crate::pull_secret::FIELD_MANAGER;
 pub const CONTROLLERS: &[&str] = &["ReplicaSet", "StatefulSet", "DaemonSet", "Job"];
 
 /// Why a pull failed, read from the kubelet's message (`waiting.message`). The kubelet quotes
-/// the runtime's error (containerd's resolver: `... failed with status code [manifests 1]: 401
-/// Unauthorized`, `...: not found`), also in ImagePullBackOff (`Back-off pulling image "x":
-/// ErrImagePull: ...`). As the login check tells a registry's answers apart
+/// the runtime's error (containerd's resolver: `authorization failed: no basic auth
+/// credentials` when it had none, `... 401 Unauthorized` for a password refused, `...: not
+/// found`), also in ImagePullBackOff (`Back-off pulling image "x": ErrImagePull: ...`, kubelet
+/// 1.37's pkg/kubelet/images/image_manager.go). As the login check tells a registry's answers apart
 /// (src/check/login.rs): 401 is the credentials; 404 (a missing tag or repository) and 403 (a
 /// repository the credentials may not read) are not, and no Secret fixes them. ECR answers an
 /// expired token with 403 "Your authorization token has expired": the credentials.
@@ -192,6 +193,12 @@ mod tests {
             (
                 "unexpected status from HEAD request: 403 Forbidden: denied: User: arn:aws:sts::1:assumed-role/x is not authorized to perform: ecr:BatchGetImage",
                 Cause::Denied,
+            ),
+            // containerd 2.4 with no credentials at all, as kubelet 1.37 quotes it
+            // (tests/node/evict.rs).
+            (
+                r#"Back-off pulling image "h/app:1": ErrImagePull: failed to pull and unpack image "h/app:1": failed to resolve image: pull access denied, repository does not exist or may require authorization: authorization failed: no basic auth credentials"#,
+                Cause::Credentials,
             ),
             (r#"Back-off pulling image "h/app:1""#, Cause::Unknown),
             ("dial tcp 10.0.0.1:443: i/o timeout", Cause::Unknown),

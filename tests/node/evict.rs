@@ -236,7 +236,7 @@ impl Cluster {
 
     /// The one pod of Deployment `app`, once its container waits on a failed pull whose
     /// message holds `says`.
-    fn stuck_pod_of(&self, namespace: &str, app: &str, says: &str) -> Value {
+    fn stuck_pod_of(&self, namespace: &str, app: &str, says: Says) -> Value {
         self.until(&format!("Deployment {app}'s pod stuck on a pull"), || {
             let pods = self.pods_of(namespace, app);
             match pods.as_slice() {
@@ -302,13 +302,24 @@ fn waiting(pod: &Value) -> &Value {
     &pod["status"]["containerStatuses"][0]["state"]["waiting"]
 }
 
-/// Whether the pod's container waits on a failed pull whose message holds `says`.
-fn pull_failed(pod: &Value, says: &str) -> bool {
+/// What a failed pull's message says: [`NO_CREDENTIALS`] or [`NOT_FOUND`].
+type Says = fn(&str) -> bool;
+
+/// The registry wanted credentials: none were sent (containerd: "authorization failed: no
+/// basic auth credentials"), or a password it no longer takes ("401 Unauthorized").
+const NO_CREDENTIALS: Says =
+    |m| m.contains("no basic auth credentials") || m.contains("401") || m.contains("Unauthorized");
+
+/// The tag is not there ("...: not found").
+const NOT_FOUND: Says = |m| m.contains("not found");
+
+/// Whether the pod's container waits on a failed pull whose message `says` so.
+fn pull_failed(pod: &Value, says: Says) -> bool {
     let w = waiting(pod);
     matches!(
         w["reason"].as_str(),
         Some("ErrImagePull" | "ImagePullBackOff")
-    ) && w["message"].as_str().is_some_and(|m| m.contains(says))
+    ) && w["message"].as_str().is_some_and(says)
 }
 
 fn statuses(pods: &[Value]) -> String {
@@ -422,10 +433,10 @@ fn stuck_pods_are_evicted_on_a_real_node_and_the_kubelet_trusts_a_secret_updated
     // 1. A Deployment and a bare pod created before the Secret exists: stuck.
     c.deployment(ns, "web", "app:1", &sleep);
     c.pod(ns, "bare", "app:1", "Always");
-    let web = c.stuck_pod_of(ns, "web", "401");
+    let web = c.stuck_pod_of(ns, "web", NO_CREDENTIALS);
     c.until("the bare pod stuck on a pull", || {
         let pod = c.get_pod(ns, "bare").expect("the bare pod");
-        pull_failed(&pod, "401")
+        pull_failed(&pod, NO_CREDENTIALS)
             .then_some(())
             .ok_or_else(|| pod["status"].to_string())
     });
@@ -457,7 +468,7 @@ fn stuck_pods_are_evicted_on_a_real_node_and_the_kubelet_trusts_a_secret_updated
     let still = c
         .get_pod(ns, &name(&web))
         .expect("web's pod is still there");
-    assert!(pull_failed(&still, "401"), "{}", still["status"]);
+    assert!(pull_failed(&still, NO_CREDENTIALS), "{}", still["status"]);
     assert!(
         still["spec"]["imagePullSecrets"].is_null(),
         "the pod never gets the ServiceAccount's list: {}",
@@ -523,7 +534,7 @@ fn stuck_pods_are_evicted_on_a_real_node_and_the_kubelet_trusts_a_secret_updated
     let held = c.until("held's pod restarting on a failed pull, Running", || {
         let pods = c.pods_of(ns, "held");
         match pods.as_slice() {
-            [pod] if pull_failed(pod, "401") && pod["status"]["phase"] == "Running" => {
+            [pod] if pull_failed(pod, NO_CREDENTIALS) && pod["status"]["phase"] == "Running" => {
                 Ok(pod.clone())
             }
             _ => Err(statuses(&pods)),
@@ -541,6 +552,12 @@ fn stuck_pods_are_evicted_on_a_real_node_and_the_kubelet_trusts_a_secret_updated
     // 5. The run with the option writes the new token, evicts web's pod, and leaves the bare
     //    pod and the budget's.
     let run = c.refresh(ns, &[("ECR_REFRESH_EVICT_STUCK_PODS", "true")]);
+    for line in run.lines.iter().filter(|l| l.get("pod").is_some()) {
+        eprintln!(
+            "evict:   {} {}: {}",
+            line["pod"], line["outcome"], line["reason"]
+        );
+    }
     assert_eq!(run.code, 0, "left pods change no exit code: {}", run.stdout);
     let web_line = run
         .pod("web")
@@ -594,7 +611,7 @@ fn stuck_pods_are_evicted_on_a_real_node_and_the_kubelet_trusts_a_secret_updated
 
     // 6. A pod that fails on a missing tag, with the Secret: left alone, no line.
     c.deployment(ns, "typo", "app:missing", &sleep);
-    let typo = c.stuck_pod_of(ns, "typo", "not found");
+    let typo = c.stuck_pod_of(ns, "typo", NOT_FOUND);
     let run = c.refresh(ns, &[("ECR_REFRESH_EVICT_STUCK_PODS", "true")]);
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert!(
