@@ -318,6 +318,72 @@ fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
         }
     }
 
+    // A run as the ServiceAccount with the option, under the component's RBAC and the
+    // policy: a ReplicaSet's pod that lists the Secret and was created before the run wrote
+    // it, stuck on a pull for want of credentials, is evicted (no kubelet here: its status is
+    // the one a kubelet writes).
+    let image = format!("{REGISTRY}/web:1");
+    let mut stuck = pods::pod("ours", "web-1", &image, Some("web-7d9f8"));
+    stuck["spec"]["imagePullSecrets"] = json!([{ "name": SECRET }]);
+    create(cp, &[stuck]);
+    let mut status = pods::back_off_status(&image);
+    status["containerStatuses"][0]["state"]["waiting"]["message"] = json!(format!(
+        "Back-off pulling image \"{image}\": ErrImagePull: failed to pull and unpack image: \
+         authorization failed: no basic auth credentials"
+    ));
+    let patch = json!({ "status": status }).to_string();
+    admin(
+        cp,
+        &[
+            "patch",
+            "pod",
+            "web-1",
+            "-n",
+            "ours",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+        "",
+    );
+    // Times are whole seconds: the run's write must come in a later second than the pod.
+    let created =
+        get(cp, "pod", "ours", "web-1").expect("the stuck pod")["metadata"]["creationTimestamp"]
+            .as_str()
+            .expect("a creation time")
+            .to_owned();
+    eventually("a second past the pod's creation", || {
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        (now > created).then_some(()).ok_or(now)
+    });
+    let h = RealHarness::new(cp);
+    let run = h.run(&[
+        ("ECR_REFRESH_NAMESPACES", "ours"),
+        ("ECR_REFRESH_EVICT_STUCK_PODS", "true"),
+    ]);
+    run.expect_code(0);
+    let line = run
+        .lines
+        .iter()
+        .find(|l| l["pod"] == "web-1")
+        .unwrap_or_else(|| panic!("no line for the stuck pod:\n{}", run.stdout));
+    assert_eq!(line["outcome"], "evicted", "{line}");
+    assert_eq!(line["owner"], "ReplicaSet/web-7d9f8", "{line}");
+    assert_eq!(h.statuses("/eviction"), [("POST".to_owned(), 201)]);
+    assert!(
+        run.lines.iter().all(|l| l["pod"] != "web-0"),
+        "a pod that is not stuck gets no line: {}",
+        run.stdout
+    );
+    eventually("the stuck pod gone", || {
+        match get(cp, "pod", "ours", "web-1") {
+            None => Ok(()),
+            Some(p) if !p["metadata"]["deletionTimestamp"].is_null() => Ok(()),
+            Some(p) => Err(p["metadata"].to_string()),
+        }
+    });
+
     admin(cp, &["apply", "-f", "-"], WIDE_POD_RBAC);
     let delete = &pod_attacks("ours")[0];
     eventually("the wide pod RBAC in force", || {
