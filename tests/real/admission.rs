@@ -266,7 +266,8 @@ fn two_installs_writing_secrets_of_different_names_are_each_held_by_their_own_po
 }
 
 /// ECR_REFRESH_EVICT_STUCK_PODS's rights (the component evict-stuck-pods): the token may
-/// evict a pod with its own grace period, and nothing else of pods. The RBAC refuses a
+/// evict a pod with its own grace period, and nothing else of pods; runs with the option
+/// evict stuck pods as the ServiceAccount, at most ECR_REFRESH_EVICT_LIMIT a run. The RBAC refuses a
 /// delete, a create and an update; with RBAC widened to everything on pods, the policy
 /// refuses them, and an eviction that brings its own grace period or propagation policy.
 #[test]
@@ -318,71 +319,104 @@ fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
         }
     }
 
-    // A run as the ServiceAccount with the option, under the component's RBAC and the
-    // policy: a ReplicaSet's pod that lists the Secret and was created before the run wrote
-    // it, stuck on a pull for want of credentials, is evicted (no kubelet here: its status is
-    // the one a kubelet writes).
+    // Runs as the ServiceAccount with the option, under the component's RBAC and the
+    // policy: ReplicaSet pods that list the Secret and were created before the run wrote it,
+    // stuck on a pull for want of credentials, are evicted (no kubelet here: their status is
+    // the one a kubelet writes). Two of them, and ECR_REFRESH_EVICT_LIMIT=1: one is evicted,
+    // the other left for the next run, which evicts it (decided from the pod's state, not
+    // from what a run wrote).
     let image = format!("{REGISTRY}/web:1");
-    let mut stuck = pods::pod("ours", "web-1", &image, Some("web-7d9f8"));
-    stuck["spec"]["imagePullSecrets"] = json!([{ "name": SECRET }]);
-    create(cp, &[stuck]);
     let mut status = pods::back_off_status(&image);
     status["containerStatuses"][0]["state"]["waiting"]["message"] = json!(format!(
         "Back-off pulling image \"{image}\": ErrImagePull: failed to pull and unpack image: \
          authorization failed: no basic auth credentials"
     ));
     let patch = json!({ "status": status }).to_string();
-    admin(
-        cp,
-        &[
-            "patch",
-            "pod",
-            "web-1",
-            "-n",
-            "ours",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &patch,
-        ],
-        "",
-    );
-    // Times are whole seconds: the run's write must come in a later second than the pod.
+    for name in ["web-1", "web-2"] {
+        let mut stuck = pods::pod("ours", name, &image, Some("web-7d9f8"));
+        stuck["spec"]["imagePullSecrets"] = json!([{ "name": SECRET }]);
+        create(cp, &[stuck]);
+        admin(
+            cp,
+            &[
+                "patch",
+                "pod",
+                name,
+                "-n",
+                "ours",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &patch,
+            ],
+            "",
+        );
+    }
+    // Times are whole seconds: the run's write must come in a later second than the pods.
     let created =
-        get(cp, "pod", "ours", "web-1").expect("the stuck pod")["metadata"]["creationTimestamp"]
+        get(cp, "pod", "ours", "web-2").expect("a stuck pod")["metadata"]["creationTimestamp"]
             .as_str()
             .expect("a creation time")
             .to_owned();
-    eventually("a second past the pod's creation", || {
+    eventually("a second past the pods' creation", || {
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         (now > created).then_some(()).ok_or(now)
     });
-    let h = RealHarness::new(cp);
-    let run = h.run(&[
-        ("ECR_REFRESH_NAMESPACES", "ours"),
-        ("ECR_REFRESH_EVICT_STUCK_PODS", "true"),
-    ]);
-    run.expect_code(0);
-    let line = run
-        .lines
-        .iter()
-        .find(|l| l["pod"] == "web-1")
-        .unwrap_or_else(|| panic!("no line for the stuck pod:\n{}", run.stdout));
-    assert_eq!(line["outcome"], "evicted", "{line}");
-    assert_eq!(line["owner"], "ReplicaSet/web-7d9f8", "{line}");
-    assert_eq!(h.statuses("/eviction"), [("POST".to_owned(), 201)]);
-    assert!(
-        run.lines.iter().all(|l| l["pod"] != "web-0"),
-        "a pod that is not stuck gets no line: {}",
-        run.stdout
-    );
-    eventually("the stuck pod gone", || {
-        match get(cp, "pod", "ours", "web-1") {
-            None => Ok(()),
-            Some(p) if !p["metadata"]["deletionTimestamp"].is_null() => Ok(()),
-            Some(p) => Err(p["metadata"].to_string()),
+    let gone = |name: &str| match get(cp, "pod", "ours", name) {
+        None => Ok(()),
+        Some(p) if !p["metadata"]["deletionTimestamp"].is_null() => Ok(()),
+        Some(p) => Err(p["metadata"].to_string()),
+    };
+    let mut evicted = Vec::new();
+    for (round, expected_left) in [(1, 1), (2, 0)] {
+        let h = RealHarness::new(cp);
+        let run = h.run(&[
+            ("ECR_REFRESH_NAMESPACES", "ours"),
+            ("ECR_REFRESH_EVICT_STUCK_PODS", "true"),
+            ("ECR_REFRESH_EVICT_LIMIT", "1"),
+        ]);
+        run.expect_code(0);
+        let lines: Vec<&Value> = run
+            .lines
+            .iter()
+            .filter(|l| l.get("pod").is_some())
+            .collect();
+        let of = |outcome: &str| -> Vec<&Value> {
+            lines
+                .iter()
+                .copied()
+                .filter(|l| l["outcome"] == outcome)
+                .collect()
+        };
+        assert_eq!(of("evicted").len(), 1, "round {round}: {}", run.stdout);
+        assert_eq!(
+            of("left").len(),
+            expected_left,
+            "round {round}: {}",
+            run.stdout
+        );
+        for left in of("left") {
+            assert!(
+                left["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("ECR_REFRESH_EVICT_LIMIT=1")),
+                "round {round}: {left}"
+            );
         }
-    });
+        let line = of("evicted")[0];
+        assert_eq!(line["owner"], "ReplicaSet/web-7d9f8", "{line}");
+        assert_eq!(h.statuses("/eviction"), [("POST".to_owned(), 201)]);
+        assert!(
+            lines.iter().all(|l| l["pod"] != "web-0"),
+            "a pod that is not stuck gets no line: {}",
+            run.stdout
+        );
+        let name = line["pod"].as_str().expect("a pod name").to_owned();
+        eventually("the evicted pod gone", || gone(&name));
+        evicted.push(name);
+    }
+    evicted.sort();
+    assert_eq!(evicted, ["web-1", "web-2"]);
 
     admin(cp, &["apply", "-f", "-"], WIDE_POD_RBAC);
     let delete = &pod_attacks("ours")[0];
