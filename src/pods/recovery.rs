@@ -154,14 +154,15 @@ pub fn recovery(pod: &Pod, cx: &RecoveryContext<'_>) -> Option<Recovery> {
         Some(o) => Some(Recovery::Left {
             reason: format!(
                 "its controller is a {} ({}), which ecr-refresh does not count on to recreate \
-                 it: {evict}; delete the pod yourself if its controller recreates it",
+                 it; created again it would pull ({evict}): delete the pod yourself if its \
+                 controller recreates it",
                 o.kind, o.name
             ),
         }),
         None => Some(Recovery::Left {
             reason: format!(
-                "a bare pod: no controller would recreate it after an eviction. {evict}; \
-                 delete it and create it again (kubectl replace --force -f)"
+                "a bare pod, which nothing would recreate after an eviction; created again it \
+                 would pull ({evict}): delete it and create it again (kubectl replace --force -f)"
             ),
         }),
     }
