@@ -133,20 +133,28 @@ impl Evictor<'_> {
                 }
             };
             tally.count(outcome);
-            let pod_name = name;
+            let owner = owner.as_str();
             match outcome {
                 PodOutcome::Left => warn!(
                     namespace,
-                    pod = pod_name,
-                    owner = %owner,
+                    pod = name,
+                    owner,
                     outcome = outcome.as_str(),
                     reason = %reason,
                     "stuck pod left"
                 ),
-                _ => info!(
+                PodOutcome::WouldEvict => info!(
                     namespace,
-                    pod = pod_name,
-                    owner = %owner,
+                    pod = name,
+                    owner,
+                    outcome = outcome.as_str(),
+                    reason = %reason,
+                    "stuck pod would be evicted (dry run)"
+                ),
+                PodOutcome::Evicted => info!(
+                    namespace,
+                    pod = name,
+                    owner,
                     outcome = outcome.as_str(),
                     reason = %reason,
                     "stuck pod evicted"
