@@ -6,8 +6,10 @@
 //! - `cluster`: the API server client, its retry, namespaces, names and Events;
 //! - `pull_secret`: the docker config, the due decision, the write and the ServiceAccounts;
 //!   `argocd`, beside it: Argo CD's repository credentials, judged and written the same way;
+//!   `pods`: what a pod pulls with, whether it is stuck, and whether an eviction recovers it;
 //! - `config`, `metrics`, `termination`, `cli`: the run's inputs and outputs;
 //! - `run`: what the two modes share;
+//! - `evict`: ECR_REFRESH_EVICT_STUCK_PODS, the evictions at the end of a refresh;
 //! - `refresh` and `check`: the two modes.
 #![forbid(unsafe_code)]
 
@@ -17,9 +19,11 @@ pub mod check;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod evict;
 pub mod glob;
 pub mod logging;
 pub mod metrics;
+pub mod pods;
 pub mod pull_secret;
 pub mod refresh;
 pub mod report;

@@ -148,6 +148,17 @@ pub fn encode(run: &RunEnd<'_>) -> String {
                 argocd,
             );
         }
+
+        if let Some(pods) = &report.evictions {
+            let evicted: Gauge = Gauge::default();
+            evicted.set(i64::try_from(pods.evicted).unwrap_or(i64::MAX));
+            registry.register(
+                "pods_evicted",
+                "Pods stuck in ImagePullBackOff that the last run evicted so that their controllers \
+                 recreate them with the Secret (ECR_REFRESH_EVICT_STUCK_PODS=true; absent without it)",
+                evicted,
+            );
+        }
         // A dry run says nothing of the Secrets after it, as for the expiry.
         if !run.dry_run {
             let unknown: Gauge = Gauge::default();

@@ -124,6 +124,59 @@ impl AccountOutcome {
 
 /// Process exit codes: one table for every mode and credential source (`--help` and the
 /// book's reference page print it from `cli::EXIT_CODES`).
+/// What became of a pod stuck on a pull that ECR_REFRESH_EVICT_STUCK_PODS looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PodOutcome {
+    Evicted,
+    WouldEvict,
+    Left,
+}
+
+impl PodOutcome {
+    pub const ALL: [PodOutcome; 3] = [Self::Evicted, Self::WouldEvict, Self::Left];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Evicted => "evicted",
+            Self::WouldEvict => "would-evict",
+            Self::Left => "left",
+        }
+    }
+
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Self::Evicted => {
+                "evicted through the Eviction API: its controller recreates it, with the Secret"
+            }
+            Self::WouldEvict => "dry run: it would be evicted",
+            Self::Left => {
+                "not evicted (`reason` says why and what to do): a bare pod, a replacement that would \
+                 not carry the Secret, a PodDisruptionBudget's 429, or ECR_REFRESH_EVICT_LIMIT reached; \
+                 the exit code is unchanged"
+            }
+        }
+    }
+}
+
+/// What ECR_REFRESH_EVICT_STUCK_PODS did in a run, by outcome.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Evictions {
+    pub evicted: usize,
+    pub would_evict: usize,
+    pub left: usize,
+}
+
+impl Evictions {
+    pub fn count(&mut self, outcome: PodOutcome) {
+        match outcome {
+            PodOutcome::Evicted => self.evicted += 1,
+            PodOutcome::WouldEvict => self.would_evict += 1,
+            PodOutcome::Left => self.left += 1,
+        }
+    }
+}
+
 pub mod exit {
 
     /// All done.
@@ -165,6 +218,9 @@ pub struct Report {
     pub argocd: BTreeMap<Outcome, usize>,
     /// The Argo CD Secrets that failed, by name: the run exits 1, as for a failed namespace.
     pub argocd_failed: Vec<String>,
+    /// ECR_REFRESH_EVICT_STUCK_PODS's pods; None when the option is off. Never changes the
+    /// exit code.
+    pub evictions: Option<Evictions>,
 }
 
 impl Report {
@@ -255,6 +311,10 @@ impl Report {
             if !self.argocd.is_empty() {
                 message["argocd"] = serde_json::json!(self.argocd);
                 message["argocd_failed"] = serde_json::json!(self.argocd_failed);
+            }
+
+            if let Some(pods) = &self.evictions {
+                message["pods"] = serde_json::json!(pods);
             }
             let message = message.to_string();
             if message.len() < TERMINATION_MESSAGE_LIMIT {

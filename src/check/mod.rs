@@ -18,22 +18,18 @@ mod pods;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
-use kube::api::ListParams;
 use kube::{Api, Client};
 use tracing::{info, warn};
 
-use crate::aws::registry::RegistryHost;
 use crate::aws::sdk;
 use crate::cluster::client;
 use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
-use crate::pull_secret::due;
 use crate::report::exit;
 use crate::run::Rules;
 use crate::run::end::{Finished, NOTHING_SELECTED, Unavailable, end};
@@ -45,10 +41,6 @@ use findings::{SecretState, secret_findings};
 use login::Logins;
 use pods::{Account, Context, Managed};
 
-/// Pods asked for per page; the server may answer fewer.
-const POD_PAGE: u32 = 500;
-/// Pods that still run or wait to: finished pods pull nothing.
-const UNFINISHED: &str = "status.phase!=Succeeded,status.phase!=Failed";
 /// How the log line and the termination message call a namespace with nothing found.
 const OK: &str = "ok";
 const FINDINGS: &str = "findings";
@@ -265,42 +257,7 @@ fn record(tally: &mut Tally, checked: Checked) {
 
 /// The hosts the Secret must hold, and those pods may use: what the refresh writes.
 fn managed(config: &Config, region: Option<&str>, secret: Option<&Secret>) -> Managed {
-    let mut hosts: Vec<RegistryHost> = config.registries.clone();
-    let mut any_in_region = None;
-    if hosts.is_empty() {
-        // The caller's own registry: the account is only known from our last write.
-        let recorded: Vec<RegistryHost> = secret
-            .map(due::recorded_hosts)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|h| RegistryHost::from_str(h).ok())
-            .filter(|h| Some(h.region()) == region && !h.is_dual_stack())
-            .collect();
-        if recorded.is_empty() {
-            any_in_region = region.map(str::to_owned);
-        }
-        hosts = recorded;
-    }
-    if config.dual_stack {
-        // A partition without dual-stack has no twin to expect; a refresh refuses that
-        // configuration before it writes, so a check has nothing to add about it.
-        let twins: Vec<RegistryHost> = hosts
-            .iter()
-            .filter_map(|h| h.dual_stack_twin().ok().flatten())
-            .collect();
-        hosts.extend(twins);
-    }
-    let mut names: Vec<String> = Vec::new();
-    for h in hosts {
-        if !names.iter().any(|n| n == h.host()) {
-            names.push(h.host().to_owned());
-        }
-    }
-    Managed {
-        hosts: names,
-        any_in_region,
-        dual_stack: config.dual_stack,
-    }
+    Managed::of(&config.registries, config.dual_stack, region, secret)
 }
 
 async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secret>) -> Checked {
@@ -367,6 +324,7 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secr
             managed: &managed,
             accounts: &accounts,
             logins: &logins,
+            last_write: secret.as_ref().and_then(crate::pods::last_write),
         };
         findings.extend(pods::pod_findings(pods, &cx));
         findings.extend(logins.into_values());
@@ -389,20 +347,7 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secr
 /// The namespace's unfinished pods, every page.
 async fn list_pods(shared: &Shared<'_>, namespace: &str) -> Result<Vec<Pod>, RequestError> {
     let api: Api<Pod> = Api::namespaced(shared.client.clone(), namespace);
-    let mut all = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let mut params = ListParams::default().fields(UNFINISHED).limit(POD_PAGE);
-        if let Some(t) = &token {
-            params = params.continue_token(t);
-        }
-        let list = retry::send("list pods", || api.list(&params)).await?;
-        all.extend(list.items);
-        match list.metadata.continue_.filter(|t| !t.is_empty()) {
-            Some(next) => token = Some(next),
-            None => return Ok(all),
-        }
-    }
+    crate::cluster::pods::unfinished(&api).await
 }
 
 /// The ServiceAccounts that pods using ECR run as, where the pod does not list the Secret

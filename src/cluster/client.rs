@@ -42,6 +42,16 @@ pub enum ClusterError {
 /// to a few retries instead of kube's default of 15, and by retry.rs's CALL_TIMEOUT in time;
 /// retry.rs covers the rest.
 pub async fn connect() -> Result<(Client, String), ClusterError> {
+    connect_with(true).await
+}
+
+/// A client as [`connect`]'s, whose 429s are answers and not retried: an eviction's 429 is a
+/// PodDisruptionBudget saying no (with a Retry-After of 10s), which a retry can't change.
+pub async fn connect_without_throttle_retries() -> Result<(Client, String), ClusterError> {
+    connect_with(false).await
+}
+
+async fn connect_with(throttle_retries: bool) -> Result<(Client, String), ClusterError> {
     let mut config = kube::Config::infer().await.map_err(ClusterError::Config)?;
     config.default_retry = false;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
@@ -61,7 +71,11 @@ pub async fn connect() -> Result<(Client, String), ClusterError> {
     let policy = RetryPolicy::new(
         THROTTLE_FIRST_DELAY,
         THROTTLE_MAX_DELAY,
-        THROTTLE_RETRIES,
+        if throttle_retries {
+            THROTTLE_RETRIES
+        } else {
+            0
+        },
         true,
     )
     .expect("the throttling backoff's bounds are valid");

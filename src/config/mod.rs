@@ -124,6 +124,9 @@ pub struct Config {
     pub install: Option<Install>,
     /// Argo CD's repository credentials (ECR_REFRESH_ARGOCD_*); None: off.
     pub argocd: Option<ArgoCd>,
+    /// ECR_REFRESH_EVICT_STUCK_PODS and ECR_REFRESH_EVICT_LIMIT: None, no pod is evicted;
+    /// Some(limit), at most `limit` stuck pods are evicted at the end of a refresh.
+    pub evict_stuck_pods: Option<usize>,
 }
 
 /// The variables as envy reads them, before parsing.
@@ -153,6 +156,8 @@ struct Raw {
     install: Option<String>,
     argocd_namespace: Option<String>,
     argocd_type: Option<String>,
+    evict_stuck_pods: Option<String>,
+    evict_limit: Option<String>,
 }
 
 impl Config {
@@ -296,6 +301,7 @@ impl Config {
             &secret_name,
             &registries,
         )?;
+        let evict_stuck_pods = parse_evict(raw.evict_stuck_pods, raw.evict_limit)?;
         Ok(Self {
             mode,
             secret_name,
@@ -319,6 +325,7 @@ impl Config {
             assume_role,
             install,
             argocd,
+            evict_stuck_pods,
         })
     }
 }
@@ -369,6 +376,27 @@ fn parse_argocd(
         repo_type: parsed_type.unwrap_or_default(),
         targets,
     }))
+}
+
+/// The most pods a run evicts when ECR_REFRESH_EVICT_LIMIT is not set.
+pub const DEFAULT_EVICT_LIMIT: usize = 50;
+
+/// ECR_REFRESH_EVICT_STUCK_PODS and its ECR_REFRESH_EVICT_LIMIT. A limit without the option is
+/// accepted and unused, so that manifests may carry its default.
+fn parse_evict(
+    enabled: Option<String>,
+    limit: Option<String>,
+) -> Result<Option<usize>, ConfigError> {
+    let enabled = parse_or("ECR_REFRESH_EVICT_STUCK_PODS", enabled, parse_bool, || {
+        false
+    })?;
+    let limit = parse_or(
+        "ECR_REFRESH_EVICT_LIMIT",
+        limit,
+        values::parse_evict_limit,
+        || DEFAULT_EVICT_LIMIT,
+    )?;
+    Ok(enabled.then_some(limit))
 }
 
 /// ECR_REFRESH_ASSUME_ROLE_*: the role, with its external id and session name. An external id

@@ -375,3 +375,42 @@ fn userinfo_is_redacted_in_every_url_of_a_value() {
         assert_eq!(redact_userinfo(value), shown, "{value}");
     }
 }
+
+#[test]
+fn evicting_stuck_pods_is_off_by_default_and_takes_a_limit() {
+    assert_eq!(config(&[]).unwrap().evict_stuck_pods, None);
+    assert_eq!(
+        config(&[("ECR_REFRESH_EVICT_STUCK_PODS", "true")])
+            .unwrap()
+            .evict_stuck_pods,
+        Some(DEFAULT_EVICT_LIMIT)
+    );
+    assert_eq!(
+        config(&[
+            ("ECR_REFRESH_EVICT_STUCK_PODS", "true"),
+            ("ECR_REFRESH_EVICT_LIMIT", "3")
+        ])
+        .unwrap()
+        .evict_stuck_pods,
+        Some(3)
+    );
+    // A limit without the option: accepted, unused (manifests carry its default).
+    assert_eq!(
+        config(&[("ECR_REFRESH_EVICT_LIMIT", "50")])
+            .unwrap()
+            .evict_stuck_pods,
+        None
+    );
+    for bad in ["0", "-1", "many", "10001"] {
+        let e = error(&[
+            ("ECR_REFRESH_EVICT_STUCK_PODS", "true"),
+            ("ECR_REFRESH_EVICT_LIMIT", bad),
+        ]);
+        assert!(
+            e.contains("ECR_REFRESH_EVICT_LIMIT") && e.contains("from 1 to 10000"),
+            "{e}"
+        );
+    }
+    let e = error(&[("ECR_REFRESH_EVICT_STUCK_PODS", "yes please")]);
+    assert!(e.contains("ECR_REFRESH_EVICT_STUCK_PODS"), "{e}");
+}

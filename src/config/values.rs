@@ -59,6 +59,14 @@ pub fn parse_concurrency(s: &str) -> Result<usize, String> {
     }
 }
 
+/// ECR_REFRESH_EVICT_LIMIT: how many pods one run may evict.
+pub fn parse_evict_limit(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=10_000).contains(&n) => Ok(n),
+        _ => Err("must be a whole number from 1 to 10000".into()),
+    }
+}
+
 pub fn parse_timeout(s: &str) -> Result<Duration, String> {
     match humantime::parse_duration(s) {
         Ok(d) if d >= Duration::from_secs(1) => Ok(d),

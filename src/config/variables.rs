@@ -101,6 +101,18 @@ pub const VARIABLES: &[Variable] = &[
         accepted: "true or false",
     },
     Variable {
+        name: "ECR_REFRESH_EVICT_STUCK_PODS",
+        default: "false",
+        meaning: "true: at the end of a refresh, evict pods stuck in ImagePullBackOff on a covered registry whose replacement will pull with the Secret (needs the evict-stuck-pods rights)",
+        accepted: "true or false",
+    },
+    Variable {
+        name: "ECR_REFRESH_EVICT_LIMIT",
+        default: "50",
+        meaning: "the most pods one run evicts with ECR_REFRESH_EVICT_STUCK_PODS=true; the rest wait for the next run",
+        accepted: "a whole number from 1 to 10000",
+    },
+    Variable {
         name: "ECR_REFRESH_RENEW_BEFORE",
         default: "12h",
         meaning: "a Secret is rewritten once its token has less than this left (or it is missing, incomplete or edited); 12h or more: every run rewrites every Secret",

@@ -115,6 +115,11 @@ pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
     let token_expires_at =
         (!summary.token_expires_at.is_empty()).then_some(summary.token_expires_at.as_str());
     let sa = |outcome| report.service_accounts.get(&outcome).copied().unwrap_or(0);
+    // Absent without ECR_REFRESH_EVICT_STUCK_PODS.
+    let pods = report.evictions;
+    let pods_evicted = pods.map(|p| p.evicted);
+    let pods_would_evict = pods.map(|p| p.would_evict);
+    let pods_left = pods.map(|p| p.left);
     macro_rules! summary {
         ($level:expr) => {
             tracing::event!($level,
@@ -143,6 +148,9 @@ pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
         not_found_namespaces = %not_found,
         // Secrets never read, or whose write was abandoned: their expiry is not known.
         unknown = report.unknown,
+        pods_evicted,
+        pods_would_evict,
+        pods_left,
         dry_run = config.dry_run,
         // Left out when nothing was due: no token was fetched.
         tokens_fetched = !summary.token_expires_at.is_empty(),

@@ -22,11 +22,12 @@ use crate::cluster::namespaces::Origin;
 use crate::cluster::{client, events};
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
+use crate::evict::Evictor;
 use crate::metrics;
 use crate::pull_secret::due::{self, Decision, Policy};
 use crate::pull_secret::service_accounts;
 use crate::pull_secret::write::{self, SecretError, SkipReason, Written};
-use crate::report::{AccountOutcome, Outcome, Report, Summary};
+use crate::report::{AccountOutcome, Evictions, Outcome, Report, Summary};
 use crate::run::Rules;
 use crate::run::end::{Finished, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
@@ -114,6 +115,9 @@ struct Shared<'a> {
     /// Registries whose entries a write removed (no longer configured): their Argo CD
     /// Secrets are left alone, and the log says so.
     dropped_registries: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// The namespaces whose Secret stands after the run (written, or fresh): where
+    /// ECR_REFRESH_EVICT_STUCK_PODS looks for stuck pods.
+    standing: std::sync::Mutex<Vec<String>>,
 }
 
 /// The cluster and the first namespace page, then every namespace.
@@ -129,7 +133,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         cell: OnceCell::new(),
     };
     let region = prepared.sdk.region().map(|r| r.as_ref().to_owned());
-    let rules = Rules::new(config, region);
+    let rules = Rules::new(config, region.clone());
     let events = events::Events::new(
         &prepared.client,
         config.events,
@@ -145,6 +149,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         events: &events,
         accounts_added: std::sync::Mutex::default(),
         dropped_registries: std::sync::Mutex::default(),
+        standing: std::sync::Mutex::default(),
     };
     let mut report = refresh_all(&shared, prepared.pages, prepared.first).await;
     // The Argo CD Secrets, from the same tokens: fetched already if a namespace was due.
@@ -167,6 +172,16 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
             accounts_added: added,
         }
     })?;
+    let mut report = report;
+    if let Some(limit) = config.evict_stuck_pods {
+        let mut namespaces = shared
+            .standing
+            .lock()
+            .map(|mut n| std::mem::take(&mut *n))
+            .unwrap_or_default();
+        namespaces.sort();
+        report.evictions = Some(evict_stuck_pods(config, region, limit, &namespaces, &stop).await);
+    }
     // No token fetched (nothing was due): no registries or expiry to report.
     let summary = tokens
         .fetched()
@@ -178,6 +193,30 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         })
         .unwrap_or_default();
     Ok((report, summary))
+}
+
+/// ECR_REFRESH_EVICT_STUCK_PODS, after every Secret: pods stuck for want of it, evicted.
+async fn evict_stuck_pods(
+    config: &Config,
+    region: Option<String>,
+    limit: usize,
+    namespaces: &[String],
+    stop: &Stop,
+) -> Evictions {
+    let client = match client::connect_without_throttle_retries().await {
+        Ok((client, _)) => client,
+        Err(e) => {
+            warn!(error = %e, "stuck pods were not looked at: no client for the evictions");
+            return Evictions::default();
+        }
+    };
+    let evictor = Evictor {
+        config,
+        client,
+        region,
+        limit,
+    };
+    evictor.run(namespaces, stop).await
 }
 
 async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
@@ -468,6 +507,11 @@ async fn write_namespace(
         &account_notes.join(","),
         &account_errors.join("; "),
     );
+    if written.outcome != Outcome::Skipped
+        && let Ok(mut standing) = shared.standing.lock()
+    {
+        standing.push(namespace.to_owned());
+    }
     if !account_errors.is_empty() {
         let failure = events::Failure {
             namespace,

@@ -357,6 +357,94 @@ pub fn subresource_attacks(ours: &str) -> Vec<Attack> {
     ]
 }
 
+/// The pod `web-0` of [`pod_attacks`], made by the admin in `ours` first.
+pub fn victim_pod(ours: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "web-0", "namespace": ours, "labels": { "app": "web" } },
+        "spec": { "containers": [{ "name": "app", "image": format!("{REGISTRY}/web:1") }] }
+    })
+}
+
+/// What a stolen token with the evictions' rights (ECR_REFRESH_EVICT_STUCK_PODS: pods list
+/// and get, pods/eviction create) could try beyond an eviction with the pod's own grace
+/// period, at pod `web-0` in `ours` ([`victim_pod`]). RBAC refuses the first three unless
+/// widened ([`WIDE_POD_RBAC`]); the policy refuses them all. Sent to the real server only
+/// (tests/real/admission.rs): the fake serves no pods/eviction.
+pub fn pod_attacks(ours: &str) -> Vec<Attack> {
+    let pods = format!("/api/v1/namespaces/{ours}/pods");
+    let pod = format!("{pods}/web-0");
+    let eviction = |options: Value| {
+        json!({
+            "apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": { "name": "web-0", "namespace": ours },
+            "deleteOptions": options
+        })
+    };
+    let mut created = victim_pod(ours);
+    created["metadata"]["name"] = json!("miner");
+    vec![
+        Attack {
+            what: "a pod delete",
+            refused_with: "not DELETE pods",
+            method: "DELETE",
+            path: pod.clone(),
+            content_type: "application/json",
+            body: Value::Null,
+        },
+        Attack {
+            what: "a pod create",
+            refused_with: "not CREATE pods",
+            method: "POST",
+            path: pods,
+            content_type: "application/json",
+            body: created,
+        },
+        Attack {
+            what: "a pod update",
+            refused_with: "not UPDATE pods",
+            method: "PATCH",
+            path: pod.clone(),
+            content_type: "application/merge-patch+json",
+            body: json!({ "metadata": { "labels": { "app": "elsewhere" } } }),
+        },
+        Attack {
+            what: "an eviction with a grace period of 0",
+            refused_with: "may only evict a pod with its own grace period",
+            method: "POST",
+            path: format!("{pod}/eviction"),
+            content_type: "application/json",
+            body: eviction(json!({ "gracePeriodSeconds": 0 })),
+        },
+        Attack {
+            what: "an eviction that orphans the pod's dependents",
+            refused_with: "may only evict a pod with its own grace period",
+            method: "POST",
+            path: format!("{pod}/eviction"),
+            content_type: "application/json",
+            body: eviction(json!({ "propagationPolicy": "Orphan" })),
+        },
+    ]
+}
+
+/// Everything on pods, for [`pod_attacks`] with RBAC out of the way: the policy alone.
+pub const WIDE_POD_RBAC: &str = "
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: too-wide-pods}
+rules:
+- apiGroups: ['']
+  resources: [pods, pods/eviction]
+  verbs: ['*']
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: too-wide-pods}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: too-wide-pods}
+subjects:
+- {kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}
+";
+
 /// A Warning Event as src/cluster/events.rs writes it, regarding our Secret in `namespace`.
 pub fn event_body(namespace: &str) -> Value {
     json!({

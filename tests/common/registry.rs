@@ -185,6 +185,14 @@ impl TlsRegistry {
         }
     }
 
+    /// Every request the registry answered so far, from its own access log (one Apache
+    /// combined-format line per request, 401s included): (method, path, status, user agent).
+    pub fn requests(&self) -> Vec<Request> {
+        let log =
+            fs::read_to_string(self.served.dir.path().join("registry.log")).unwrap_or_default();
+        log.lines().filter_map(Request::parse).collect()
+    }
+
     /// `127.0.0.1:PORT`.
     pub fn host(&self) -> String {
         self.addr.to_string()
@@ -217,6 +225,35 @@ impl TlsRegistry {
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+/// One request in the registry's access log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub user_agent: String,
+}
+
+impl Request {
+    /// A combined-format line: `127.0.0.1 - - [date] "GET /v2/ HTTP/1.1" 401 87 "" "containerd/2.1"`.
+    fn parse(line: &str) -> Option<Self> {
+        let (_, rest) = line.split_once("] \"")?;
+        let (request, rest) = rest.split_once('"')?;
+        let mut parts = request.split(' ');
+        let method = parts.next()?.to_owned();
+        let path = parts.next()?.to_owned();
+        parts.next()?.strip_prefix("HTTP/")?;
+        let status = rest.split_whitespace().next()?.parse().ok()?;
+        let user_agent = rest.rsplit('"').nth(1).unwrap_or_default().to_owned();
+        Some(Self {
+            method,
+            path,
+            status,
+            user_agent,
+        })
     }
 }
 

@@ -1037,3 +1037,50 @@ fn a_check_refused_the_secret_list_reads_each_secret_by_name_with_the_same_findi
         .count();
     assert_eq!(gets, 2, "one GET per namespace, after the refused list");
 }
+
+/// A pod stuck for want of the Secret, that ECR_REFRESH_EVICT_STUCK_PODS would recover (a
+/// ReplicaSet's, created before its ServiceAccount listed the Secret): the finding says so.
+/// A bare pod in the same state: it doesn't, as the eviction would leave it
+/// (`pods::recovery`, the one decision of both).
+#[test]
+fn a_stuck_pod_the_eviction_would_recover_is_pointed_at_the_option() {
+    let h = Harness::new();
+    refreshed(&h, &["team-a", "team-b"], &[]);
+    let image = format!("{REGISTRY}/web:1");
+    let unauthorized = json!({
+        "phase": "Pending",
+        "containerStatuses": [{
+            "name": "app", "image": image, "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {
+                "reason": "ImagePullBackOff",
+                "message": format!("Back-off pulling image \"{image}\": ErrImagePull: failed to \
+                    pull and unpack image \"{image}\": failed to resolve reference \"{image}\": \
+                    pulling from host {REGISTRY} failed with status code [manifests 1]: 401 Unauthorized")
+            }}
+        }]
+    });
+    for (ns, owner) in [("team-a", Some("web-7d9f8")), ("team-b", None)] {
+        // Created before its ServiceAccount lists the Secret: it lists none itself.
+        pod(&h, ns, "web-1", &image, owner);
+        wire_default(&h, ns);
+        h.cluster.set_pod_status(ns, "web-1", unauthorized.clone());
+    }
+
+    let run = check(&h, &[("ECR_REFRESH_MODE", "check")]);
+
+    run.expect_code(1);
+    let a = run.findings("team-a");
+    assert!(
+        a.contains("ECR_REFRESH_EVICT_STUCK_PODS=true would recover it"),
+        "{a}"
+    );
+    let b = run.findings("team-b");
+    assert!(
+        b.contains("pull-stuck") || b.contains("ImagePullBackOff"),
+        "{b}"
+    );
+    assert!(
+        !b.contains("ECR_REFRESH_EVICT_STUCK_PODS"),
+        "a bare pod: {b}"
+    );
+}

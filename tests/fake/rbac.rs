@@ -477,3 +477,64 @@ fn the_check_components_give_the_check_its_own_read_only_account_and_the_refresh
         }
     }
 }
+
+/// The evict-stuck-pods component: ECR_REFRESH_EVICT_STUCK_PODS=true, and a ClusterRole of
+/// its own, ecr-refresh-evict, bound to the refresh's ServiceAccount, with pods list and get
+/// and pods/eviction create only; the refresh's own ClusterRole gains nothing.
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_evict_component_grants_pod_reads_and_evictions_in_a_role_of_its_own() {
+    let plain = documents(&render("", false));
+    let rendered = render_with_components("", &["components/evict-stuck-pods"]);
+    let docs = documents(&rendered);
+    let named = |docs: &[Value], kind: &str, name: &str| -> Vec<Value> {
+        docs.iter()
+            .filter(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        named(&docs, "ClusterRole", "ecr-refresh"),
+        named(&plain, "ClusterRole", "ecr-refresh"),
+        "the refresh's ClusterRole is unchanged"
+    );
+    let role = named(&docs, "ClusterRole", "ecr-refresh-evict");
+    assert_eq!(role.len(), 1, "{rendered}");
+    let mut granted = grants(&role[0]);
+    granted.sort();
+    assert_eq!(
+        granted,
+        [
+            ("pods".to_owned(), "get".to_owned()),
+            ("pods".to_owned(), "list".to_owned()),
+            ("pods/eviction".to_owned(), "create".to_owned()),
+        ],
+        "{}",
+        role[0]
+    );
+    let binding = named(&docs, "ClusterRoleBinding", "ecr-refresh-evict");
+    assert_eq!(binding.len(), 1, "{rendered}");
+    assert_eq!(
+        binding[0]["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "ecr-refresh", "namespace": "ecr-refresh"}])
+    );
+    let evict = |rendered: &str| -> Value {
+        let cronjob = documents(rendered)
+            .into_iter()
+            .find(|d| d["kind"] == "CronJob")
+            .expect("a CronJob");
+        cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .find(|e| e["name"] == "ECR_REFRESH_EVICT_STUCK_PODS")
+            .map(|e| e["value"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(evict(&rendered), "true");
+    assert_eq!(
+        evict(&render("", false)),
+        "false",
+        "off without the component"
+    );
+}

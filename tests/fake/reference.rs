@@ -14,7 +14,7 @@ use ecr_refresh::cli::{EXIT_CODES, OTHER_VARIABLES};
 use ecr_refresh::cluster::events;
 use ecr_refresh::config::VARIABLES;
 use ecr_refresh::metrics::{RunEnd, encode};
-use ecr_refresh::report::{AccountOutcome, Outcome, Report};
+use ecr_refresh::report::{AccountOutcome, Evictions, Outcome, PodOutcome, Report};
 
 /// Renders one page's generated part.
 type Render = fn() -> String;
@@ -104,6 +104,13 @@ fn outcomes() -> String {
     for o in AccountOutcome::ALL {
         writeln!(out, "| `{}` | {} |", o.as_str(), cell(o.meaning())).unwrap();
     }
+    out.push_str(
+        "\nWith `ECR_REFRESH_EVICT_STUCK_PODS`, a line per stuck pod looked at (`namespace`, `pod`, \
+         `owner`, `reason`), with its outcome:\n\n| outcome | meaning |\n|---|---|\n",
+    );
+    for o in PodOutcome::ALL {
+        writeln!(out, "| `{}` | {} |", o.as_str(), cell(o.meaning())).unwrap();
+    }
     out
 }
 
@@ -113,6 +120,7 @@ fn metrics() -> String {
     let at = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let mut report = Report {
         earliest_expiry: Some(at),
+        evictions: Some(Evictions::default()),
         ..Report::default()
     };
     // With ECR_REFRESH_ARGOCD_NAMESPACE: its Secrets' gauge too.

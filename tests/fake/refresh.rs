@@ -1579,3 +1579,112 @@ fn a_dry_run_would_create_has_no_uid_after() {
     assert_eq!(run.line("new")["uid_before"], "-");
     assert!(h.secret("new").is_none());
 }
+
+/// ECR_REFRESH_EVICT_STUCK_PODS in a dry run: a ReplicaSet's pod stuck for want of
+/// credentials, created before its ServiceAccount listed the Secret, would be evicted; a bare
+/// pod in the same state is left, with why; a pod stuck on a missing tag gets no line. Nothing
+/// is evicted (no request to pods/eviction), the exit code is 0, and the summary and the
+/// termination message count them. (Evictions themselves: tests/real/admission.rs and
+/// tests/node/evict.rs; the fake serves no pods/eviction.)
+#[test]
+fn a_dry_run_with_the_eviction_option_says_which_stuck_pods_it_would_evict() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let image = format!("{REGISTRY}/web:1");
+    let waiting = |message: &str| {
+        json!({"phase": "Pending", "containerStatuses": [{
+            "name": "app", "image": image, "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": message}}}]})
+    };
+    let no_credentials = format!(
+        "Back-off pulling image \"{image}\": ErrImagePull: failed to pull and unpack image \
+         \"{image}\": failed to resolve image: pull access denied, repository does not exist \
+         or may require authorization: authorization failed: no basic auth credentials"
+    );
+    let not_found = format!("Back-off pulling image \"{image}\": ErrImagePull: {image}: not found");
+    for (name, owner, message) in [
+        ("web-1", Some("web-7d9f8"), &no_credentials),
+        ("bare", None, &no_credentials),
+        ("typo-1", Some("typo-5c4b3"), &not_found),
+    ] {
+        h.cluster.seed(
+            Resource::Pods,
+            pods::pod("team-a", name, &image, owner),
+            "kube-controller-manager",
+        );
+        h.cluster.set_pod_status("team-a", name, waiting(message));
+    }
+    // Listed on the ServiceAccount after the pods were created, as the component does.
+    h.cluster.seed(
+        Resource::ServiceAccounts,
+        json!({"metadata": {"name": "default", "namespace": "team-a"},
+               "imagePullSecrets": [{"name": SECRET}]}),
+        "ecr-refresh",
+    );
+
+    let run = h.run(&[
+        ("ECR_REFRESH_DRY_RUN", "true"),
+        ("ECR_REFRESH_EVICT_STUCK_PODS", "true"),
+    ]);
+
+    run.expect_code(0);
+    let line = |pod: &str| run.lines.iter().find(|l| l["pod"] == pod).cloned();
+    let web = line("web-1").unwrap_or_else(|| panic!("no line for web-1:\n{}", run.stdout));
+    assert_eq!(web["outcome"], "would-evict", "{web}");
+    assert_eq!(web["owner"], "ReplicaSet/web-7d9f8", "{web}");
+    assert_eq!(web["namespace"], "team-a", "{web}");
+    let bare = line("bare").unwrap_or_else(|| panic!("no line for bare:\n{}", run.stdout));
+    assert_eq!(bare["outcome"], "left", "{bare}");
+    assert!(
+        bare["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("bare pod")),
+        "{bare}"
+    );
+    assert!(line("typo-1").is_none(), "a missing tag: {}", run.stdout);
+    assert!(
+        h.cluster
+            .requests()
+            .iter()
+            .all(|r| !r.path.contains("eviction")),
+        "a dry run evicts nothing"
+    );
+    let termination: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert_eq!(
+        termination["pods"],
+        json!({"evicted": 0, "would_evict": 1, "left": 1}),
+        "{termination}"
+    );
+    let summary = run
+        .lines
+        .iter()
+        .find(|l| l.get("pods_would_evict").is_some())
+        .unwrap_or_else(|| panic!("no summary with pods:\n{}", run.stdout));
+    assert_eq!(summary["pods_would_evict"], 1);
+    assert_eq!(summary["pods_left"], 1);
+    assert_eq!(summary["pods_evicted"], 0);
+}
+
+/// Without the option, no pod is looked at: no pod request, and no pod counts anywhere.
+#[test]
+fn without_the_eviction_option_no_pod_is_read() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    assert!(
+        h.cluster
+            .requests()
+            .iter()
+            .all(|r| !r.path.contains("/pods")),
+        "{:?}",
+        h.cluster.requests()
+    );
+    let termination: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert!(termination.get("pods").is_none(), "{termination}");
+    assert!(run.lines.iter().all(|l| l.get("pods_evicted").is_none()));
+}

@@ -14,7 +14,7 @@
 //! them the test fails, naming it.
 
 use crate::common;
-mod node;
+pub(crate) mod node;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -7,3 +7,7 @@ mod common;
 
 // A kubelet pulls before, after and during a refresh.
 mod kubelet_pull;
+
+// ECR_REFRESH_EVICT_STUCK_PODS on a real node, and the kubelet's record of pulls (KEP-2535)
+// measured: in place against delete-and-create.
+mod evict;

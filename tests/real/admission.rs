@@ -14,8 +14,8 @@
 use crate::common;
 
 use common::attacks::{
-    Attack, OPAQUE_UPDATE, WIDE_RBAC, attacks, opaque_under_our_name, subresource_attacks,
-    target_objects,
+    Attack, OPAQUE_UPDATE, WIDE_POD_RBAC, WIDE_RBAC, attacks, opaque_under_our_name, pod_attacks,
+    subresource_attacks, target_objects, victim_pod,
 };
 use common::manifests::copy;
 use common::real::{
@@ -399,4 +399,217 @@ fn every_argo_cd_attack_is_refused_on_a_real_server_under_the_component() {
         secret["metadata"]["labels"]["team"], "platform",
         "others' label kept"
     );
+}
+
+/// ECR_REFRESH_EVICT_STUCK_PODS's rights (the component evict-stuck-pods): the token may
+/// evict a pod with its own grace period, and nothing else of pods; runs with the option
+/// evict stuck pods as the ServiceAccount, at most ECR_REFRESH_EVICT_LIMIT a run. The RBAC refuses a
+/// delete, a create and an update; with RBAC widened to everything on pods, the policy
+/// refuses them, and an eviction that brings its own grace period or propagation policy.
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
+    let cp = &ControlPlane::start();
+    let manifests = copy();
+    let root = manifests.path().join("manifests");
+    install_with(
+        cp,
+        &cp.assets().join("kubectl"),
+        &root,
+        "",
+        "",
+        Some("evict-stuck-pods"),
+    );
+    wait_until_enforced(cp, "default");
+    let token = cp.service_account_token(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1);
+    namespaces(cp, &["ours"]);
+    create(cp, &[victim_pod("ours")]);
+    let pod_before = get(cp, "pod", "ours", "web-0").expect("the pod");
+
+    let (status, body) = send(
+        cp,
+        &token,
+        "GET",
+        "/api/v1/namespaces/ours/pods",
+        "application/json",
+        &Value::Null,
+    );
+    assert_eq!(status, 200, "the component grants pods list: {body}");
+    let by_rbac = ["a pod delete", "a pod create", "a pod update"];
+    for a in pod_attacks("ours") {
+        let (status, body) = send(cp, &token, a.method, &a.path, a.content_type, &a.body);
+        assert_eq!(status, 403, "{}: {body}", a.what);
+        if by_rbac.contains(&a.what) {
+            assert!(
+                message(&body).contains("cannot "),
+                "{}: by RBAC: {body}",
+                a.what
+            );
+        } else {
+            assert!(denied_by_policy(&body), "{}: by the policy: {body}", a.what);
+            assert!(
+                message(&body).contains(a.refused_with),
+                "{}: {body}",
+                a.what
+            );
+        }
+    }
+
+    // Runs as the ServiceAccount with the option, under the component's RBAC and the
+    // policy: ReplicaSet pods that list the Secret and were created before the run wrote it,
+    // stuck on a pull for want of credentials, are evicted (no kubelet here: their status is
+    // the one a kubelet writes). Two of them, and ECR_REFRESH_EVICT_LIMIT=1: one is evicted,
+    // the other left for the next run, which evicts it (decided from the pod's state, not
+    // from what a run wrote).
+    let image = format!("{REGISTRY}/web:1");
+    let mut status = pods::back_off_status(&image);
+    status["containerStatuses"][0]["state"]["waiting"]["message"] = json!(format!(
+        "Back-off pulling image \"{image}\": ErrImagePull: failed to pull and unpack image: \
+         authorization failed: no basic auth credentials"
+    ));
+    let patch = json!({ "status": status }).to_string();
+    for name in ["web-1", "web-2"] {
+        let mut stuck = pods::pod("ours", name, &image, Some("web-7d9f8"));
+        stuck["spec"]["imagePullSecrets"] = json!([{ "name": SECRET }]);
+        create(cp, &[stuck]);
+        admin(
+            cp,
+            &[
+                "patch",
+                "pod",
+                name,
+                "-n",
+                "ours",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &patch,
+            ],
+            "",
+        );
+    }
+    // Times are whole seconds: the run's write must come in a later second than the pods.
+    let created =
+        get(cp, "pod", "ours", "web-2").expect("a stuck pod")["metadata"]["creationTimestamp"]
+            .as_str()
+            .expect("a creation time")
+            .to_owned();
+    eventually("a second past the pods' creation", || {
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        (now > created).then_some(()).ok_or(now)
+    });
+    let gone = |name: &str| match get(cp, "pod", "ours", name) {
+        None => Ok(()),
+        Some(p) if !p["metadata"]["deletionTimestamp"].is_null() => Ok(()),
+        Some(p) => Err(p["metadata"].to_string()),
+    };
+    let mut evicted = Vec::new();
+    for (round, expected_left) in [(1, 1), (2, 0)] {
+        let h = RealHarness::new(cp);
+        let run = h.run(&[
+            ("ECR_REFRESH_NAMESPACES", "ours"),
+            ("ECR_REFRESH_EVICT_STUCK_PODS", "true"),
+            ("ECR_REFRESH_EVICT_LIMIT", "1"),
+        ]);
+        run.expect_code(0);
+        let lines: Vec<&Value> = run
+            .lines
+            .iter()
+            .filter(|l| l.get("pod").is_some())
+            .collect();
+        let of = |outcome: &str| -> Vec<&Value> {
+            lines
+                .iter()
+                .copied()
+                .filter(|l| l["outcome"] == outcome)
+                .collect()
+        };
+        assert_eq!(of("evicted").len(), 1, "round {round}: {}", run.stdout);
+        assert_eq!(
+            of("left").len(),
+            expected_left,
+            "round {round}: {}",
+            run.stdout
+        );
+        for left in of("left") {
+            assert!(
+                left["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("ECR_REFRESH_EVICT_LIMIT=1")),
+                "round {round}: {left}"
+            );
+        }
+        let line = of("evicted")[0];
+        assert_eq!(line["owner"], "ReplicaSet/web-7d9f8", "{line}");
+        assert_eq!(h.statuses("/eviction"), [("POST".to_owned(), 201)]);
+        assert!(
+            lines.iter().all(|l| l["pod"] != "web-0"),
+            "a pod that is not stuck gets no line: {}",
+            run.stdout
+        );
+        let name = line["pod"].as_str().expect("a pod name").to_owned();
+        eventually("the evicted pod gone", || gone(&name));
+        evicted.push(name);
+    }
+    evicted.sort();
+    assert_eq!(evicted, ["web-1", "web-2"]);
+
+    admin(cp, &["apply", "-f", "-"], WIDE_POD_RBAC);
+    let delete = &pod_attacks("ours")[0];
+    eventually("the wide pod RBAC in force", || {
+        let path = format!("{}?dryRun=All", delete.path);
+        let (status, body) = send(
+            cp,
+            &token,
+            "DELETE",
+            &path,
+            "application/json",
+            &Value::Null,
+        );
+        if denied_by_policy(&body) {
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
+        }
+    });
+    for a in pod_attacks("ours") {
+        let (status, body) = send(cp, &token, a.method, &a.path, a.content_type, &a.body);
+        assert_eq!(status, 403, "wide RBAC: {}: {body}", a.what);
+        assert!(denied_by_policy(&body), "wide RBAC: {}: {body}", a.what);
+        assert!(
+            message(&body).contains(a.refused_with),
+            "wide RBAC: {}: for {:?}: {body}",
+            a.what,
+            a.refused_with
+        );
+    }
+    let pod_after = get(cp, "pod", "ours", "web-0").expect("the pod is still there");
+    assert_eq!(
+        pod_after["metadata"]["resourceVersion"], pod_before["metadata"]["resourceVersion"],
+        "nothing refused changed the pod"
+    );
+
+    // The eviction a run sends, pinned to the pod's uid, goes through.
+    let uid = pod_before["metadata"]["uid"].as_str().expect("a uid");
+    let eviction = json!({
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": { "name": "web-0", "namespace": "ours" },
+        "deleteOptions": { "preconditions": { "uid": uid } }
+    });
+    let (status, body) = send(
+        cp,
+        &token,
+        "POST",
+        "/api/v1/namespaces/ours/pods/web-0/eviction",
+        "application/json",
+        &eviction,
+    );
+    assert_eq!(status, 201, "the run's eviction is admitted: {body}");
+    eventually("the evicted pod gone", || {
+        match get(cp, "pod", "ours", "web-0") {
+            None => Ok(()),
+            Some(p) if !p["metadata"]["deletionTimestamp"].is_null() => Ok(()),
+            Some(p) => Err(p["metadata"].to_string()),
+        }
+    });
 }

@@ -479,6 +479,14 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
           # helm or oci: how Argo CD reads the registry; only with ECR_REFRESH_ARGOCD_NAMESPACE.
           - name: ECR_REFRESH_ARGOCD_TYPE
             value: {{ if .Values.argocd.namespace }}{{ .Values.argocd.type | quote }}{{ else }}""{{ end }}
+          # "true": at the end of a run, evict pods stuck in ImagePullBackOff for want of the
+          # Secret, so that their controllers recreate them with it (rights: evictStuckPods,
+          # or the kustomize component components/evict-stuck-pods).
+          - name: ECR_REFRESH_EVICT_STUCK_PODS
+            value: {{ .Values.evictStuckPods.enabled | toString | quote }}
+          # The most pods one run evicts; the rest wait for the next run.
+          - name: ECR_REFRESH_EVICT_LIMIT
+            value: {{ .Values.evictStuckPods.limit | int64 | toString | quote }}
           {{- if $webIdentity.roleArn }}
           # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
           - name: AWS_ROLE_ARN
@@ -523,4 +531,20 @@ refuse the configuration (exit 2).
 {{- fail "argocd.namespace needs the private registries listed in registries (<account>.dkr.ecr.<region>.amazonaws.com): the Argo CD Secrets are named after each one's account and region" -}}
 {{- end -}}
 {{- toJson $secrets -}}
+{{- end }}
+
+{{/*
+What ECR_REFRESH_EVICT_STUCK_PODS uses: the unfinished pods of a namespace (list, get) and
+the Eviction API (create on pods/eviction). Nothing else of pods: no create, update, patch
+or delete.
+*/}}
+{{- define "ecr-refresh.evictRules" -}}
+# Find the pods stuck in ImagePullBackOff.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "get"]
+# Evict them through the Eviction API, so that PodDisruptionBudgets hold.
+- apiGroups: [""]
+  resources: ["pods/eviction"]
+  verbs: ["create"]
 {{- end }}

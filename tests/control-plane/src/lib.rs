@@ -774,11 +774,24 @@ impl ControlPlane {
     /// # Panics
     /// When kube-controller-manager can't be started.
     pub fn start_policy_status_controller(&self) {
-        self.start_policy_status_inner()
+        self.start_controllers_inner(&["validatingadmissionpolicy-status-controller"])
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
-    fn start_policy_status_inner(&self) -> Result<(), String> {
+    /// Starts kube-controller-manager with these controllers alone (their names as
+    /// `--controllers` takes them, such as `replicaset-controller`), as the admin, once: one
+    /// kube-controller-manager per control plane, so a later call, or
+    /// [`ControlPlane::start_policy_status_controller`], does nothing. For the node tier's
+    /// Deployments and PodDisruptionBudgets (tests/node/evict.rs).
+    ///
+    /// # Panics
+    /// When kube-controller-manager can't be started.
+    pub fn start_controllers(&self, controllers: &[&str]) {
+        self.start_controllers_inner(controllers)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn start_controllers_inner(&self, controllers: &[&str]) -> Result<(), String> {
         let mut slot = lock(&self.policy_status);
         if slot.is_some() {
             return Ok(());
@@ -786,7 +799,7 @@ impl ControlPlane {
         let mut command = Command::new(self.assets.join("kube-controller-manager"));
         command
             .arg(format!("--kubeconfig={}", self.admin_kubeconfig.display()))
-            .arg("--controllers=validatingadmissionpolicy-status-controller")
+            .arg(format!("--controllers={}", controllers.join(",")))
             .arg("--leader-elect=false")
             .arg("--secure-port=0")
             .arg("--use-service-account-credentials=false")

@@ -1,0 +1,207 @@
+//! ECR_REFRESH_EVICT_STUCK_PODS: at the end of a refresh, pods stuck in ImagePullBackOff on a
+//! registry we cover, for want of the Secret, are evicted so that their controllers recreate
+//! them with it.
+//!
+//! A ServiceAccount's imagePullSecrets reach a pod only when it is created, so a pod created
+//! before our first run in its namespace never gets the Secret. Which pods to evict is
+//! `pods::recovery`, decided from each pod's state (the same decision `check` reports), not
+//! from what this run wrote: pods past one run's ECR_REFRESH_EVICT_LIMIT are evicted by the
+//! next, which may write nothing.
+//!
+//! Per namespace: a GET of the Secret (when we last wrote it), a LIST of the unfinished pods, a
+//! GET of each ServiceAccount a stuck pod runs as, and a POST of each eviction (the Eviction
+//! API: PodDisruptionBudgets hold; a 429 leaves the pod for the next run). One log line per pod
+//! considered, with its outcome: `evicted`, `would-evict` (dry run) or `left`, and why.
+
+use std::collections::{BTreeSet, HashMap};
+
+use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use kube::{Api, Client};
+use tracing::{info, warn};
+
+use crate::cluster::pods;
+use crate::cluster::retry::{self, RequestError};
+use crate::config::Config;
+use crate::pods::{Account, Managed, Recovery, RecoveryContext, last_write, recovery};
+use crate::report::{Evictions, PodOutcome};
+use crate::run::stop::Stop;
+
+/// What the evictions of one run work with.
+pub struct Evictor<'a> {
+    pub config: &'a Config,
+    /// A client that does not retry 429s (`client::connect_without_throttle_retries`).
+    pub client: Client,
+    /// AWS_REGION: the caller's own registry's, when none is configured.
+    pub region: Option<String>,
+    pub limit: usize,
+}
+
+impl Evictor<'_> {
+    /// Every namespace in `namespaces`, in order, until the limit or the stop.
+    pub async fn run(&self, namespaces: &[String], stop: &Stop) -> Evictions {
+        let mut tally = Evictions::default();
+        for namespace in namespaces {
+            if let Some(reason) = stop.reason() {
+                warn!(
+                    reason,
+                    "stuck pods were not all looked at: the run is stopping; the next run does"
+                );
+                break;
+            }
+            self.namespace(namespace, &mut tally).await;
+        }
+        tally
+    }
+
+    async fn namespace(&self, namespace: &str, tally: &mut Evictions) {
+        let secret_name = self.config.secret_name.as_str();
+        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pods = match pods::unfinished(&pod_api).await {
+            Ok(pods) => pods,
+            Err(e) => {
+                warn!(namespace, error = %e, hint = hint(&e),
+                    "stuck pods were not looked at: the pods could not be listed");
+                return;
+            }
+        };
+        let stuck: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| !crate::pods::stuck(p).is_empty())
+            .collect();
+        if stuck.is_empty() {
+            return;
+        }
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let secret = match retry::send("get secret", || secrets.get_opt(secret_name)).await {
+            Ok(secret) => secret,
+            Err(e) => {
+                warn!(namespace, secret = secret_name, error = %e,
+                    "stuck pods were not looked at: the Secret could not be read");
+                return;
+            }
+        };
+        let managed = Managed::of(
+            &self.config.registries,
+            self.config.dual_stack,
+            self.region.as_deref(),
+            secret.as_ref(),
+        );
+        let accounts = self.accounts(namespace, &stuck, secret_name).await;
+        let cx = RecoveryContext {
+            secret_name,
+            last_write: secret.as_ref().and_then(last_write),
+            managed: &managed,
+            accounts: &accounts,
+        };
+        for pod in stuck {
+            let Some(decision) = recovery(pod, &cx) else {
+                continue;
+            };
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            let owner = crate::pods::owner(pod);
+            let (outcome, reason) = match decision {
+                Recovery::Left { reason } => (PodOutcome::Left, reason),
+                Recovery::Evict { reason } if tally.evicted + tally.would_evict >= self.limit => (
+                    PodOutcome::Left,
+                    format!(
+                        "{reason}; not evicted: this run reached ECR_REFRESH_EVICT_LIMIT={}, the \
+                         next run evicts it",
+                        self.limit
+                    ),
+                ),
+                Recovery::Evict { reason } if self.config.dry_run => {
+                    (PodOutcome::WouldEvict, reason)
+                }
+                Recovery::Evict { reason } => {
+                    match pods::evict(&pod_api, name, pod.metadata.uid.as_deref()).await {
+                        Ok(()) => (PodOutcome::Evicted, reason),
+                        // Gone, or replaced under its name, since the list: nothing to do.
+                        Err(e) if matches!(e.code(), Some(404 | 409)) => continue,
+                        Err(e) if e.code() == Some(429) => (
+                            PodOutcome::Left,
+                            format!(
+                                "{reason}; not evicted: the eviction was refused ({e}): a \
+                                 PodDisruptionBudget allows no disruption now; the next run tries \
+                                 again"
+                            ),
+                        ),
+                        Err(e) => (
+                            PodOutcome::Left,
+                            format!("{reason}; not evicted: {e}{}", hint(&e)),
+                        ),
+                    }
+                }
+            };
+            tally.count(outcome);
+            let owner = owner.as_str();
+            match outcome {
+                PodOutcome::Left => warn!(
+                    namespace,
+                    pod = name,
+                    owner,
+                    outcome = outcome.as_str(),
+                    reason = %reason,
+                    "stuck pod left"
+                ),
+                PodOutcome::WouldEvict => info!(
+                    namespace,
+                    pod = name,
+                    owner,
+                    outcome = outcome.as_str(),
+                    reason = %reason,
+                    "stuck pod would be evicted (dry run)"
+                ),
+                PodOutcome::Evicted => info!(
+                    namespace,
+                    pod = name,
+                    owner,
+                    outcome = outcome.as_str(),
+                    reason = %reason,
+                    "stuck pod evicted"
+                ),
+            }
+        }
+    }
+
+    /// The ServiceAccounts stuck pods without their own imagePullSecrets run as: one GET each.
+    async fn accounts(
+        &self,
+        namespace: &str,
+        stuck: &[&Pod],
+        secret: &str,
+    ) -> HashMap<String, Account> {
+        let names: BTreeSet<&str> = stuck
+            .iter()
+            .filter(|p| !crate::pods::references_directly(p, secret))
+            .map(|p| crate::pods::service_account(p))
+            .collect();
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        let mut found = HashMap::new();
+        for name in names {
+            let account = match retry::send("get serviceaccount", || api.get_opt(name)).await {
+                Ok(Some(sa)) => Account::Found {
+                    lists_secret: crate::pods::account_references(&sa, secret),
+                },
+                Ok(None) => Account::Missing,
+                Err(e) => {
+                    warn!(namespace, serviceaccount = name, error = %e,
+                        "a ServiceAccount could not be read: its pods are not evicted");
+                    Account::Unknown
+                }
+            };
+            found.insert(name.to_owned(), account);
+        }
+        found
+    }
+}
+
+/// What to do about a refusal: the rights come with the option's component.
+fn hint(e: &RequestError) -> &'static str {
+    if e.code() == Some(403) {
+        " (ECR_REFRESH_EVICT_STUCK_PODS needs pods list and get, and pods/eviction create: \
+         install the kustomize component manifests/components/evict-stuck-pods, or set the \
+         chart's evictStuckPods.enabled=true)"
+    } else {
+        ""
+    }
+}

@@ -1,0 +1,366 @@
+//! Whether evicting a pod stuck on a pull would let it pull: the one decision, shared by the
+//! eviction (ECR_REFRESH_EVICT_STUCK_PODS) and by `check`, which says when the option would
+//! recover a pod.
+//!
+//! Decided from the pod's state alone, not from what this run wrote: pods past one run's
+//! ECR_REFRESH_EVICT_LIMIT are evicted by the next, which writes nothing.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::{Account, Managed, ecr_images, not_wired, references_directly, service_account, stuck};
+use crate::pull_secret::FIELD_MANAGER;
+
+/// The owners whose controllers recreate an evicted pod.
+pub const CONTROLLERS: &[&str] = &["ReplicaSet", "StatefulSet", "DaemonSet", "Job"];
+
+/// Why a pull failed, read from the kubelet's message (`waiting.message`). The kubelet quotes
+/// the runtime's error (containerd's resolver: `authorization failed: no basic auth
+/// credentials` when it had none, `... 401 Unauthorized` for a password refused, `...: not
+/// found`), also in ImagePullBackOff (`Back-off pulling image "x": ErrImagePull: ...`, kubelet
+/// 1.37's pkg/kubelet/images/image_manager.go). As the login check tells a registry's answers apart
+/// (src/check/login.rs): 401 is the credentials; 404 (a missing tag or repository) and 403 (a
+/// repository the credentials may not read) are not, and no Secret fixes them. ECR answers an
+/// expired token with 403 "Your authorization token has expired": the credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// No credentials, or credentials the registry no longer takes.
+    Credentials,
+    /// The image is not there: a missing tag, digest or repository.
+    NotFound,
+    /// The credentials were taken, and may not read the repository.
+    Denied,
+    /// The message says neither (a network error, a back-off without the error quoted).
+    Unknown,
+}
+
+/// Why the kubelet's message says a pull failed.
+pub fn cause(message: &str) -> Cause {
+    let m = message.to_ascii_lowercase();
+    if m.contains("authorization token has expired")
+        || m.contains("401")
+        || m.contains("unauthorized")
+        || m.contains("no basic auth credentials")
+        || m.contains("authentication required")
+    {
+        Cause::Credentials
+    } else if m.contains("not found") || m.contains("manifest unknown") || m.contains("404") {
+        Cause::NotFound
+    } else if m.contains("403") || m.contains("denied") || m.contains("forbidden") {
+        Cause::Denied
+    } else {
+        Cause::Unknown
+    }
+}
+
+/// When we last wrote the Secret: the latest time of our field manager's entries in its
+/// managedFields (a server-side apply's, or the create's), or None if we never wrote it.
+pub fn last_write(secret: &Secret) -> Option<Time> {
+    secret
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|f| f.manager.as_deref() == Some(FIELD_MANAGER))
+        .filter_map(|f| f.time.clone())
+        .max_by_key(|t| t.0)
+}
+
+/// What a pod's recovery is held against.
+pub struct RecoveryContext<'a> {
+    pub secret_name: &'a str,
+    /// When we last wrote the Secret ([`last_write`]); None: it does not exist or is not ours.
+    pub last_write: Option<Time>,
+    pub managed: &'a Managed,
+    pub accounts: &'a HashMap<String, Account>,
+}
+
+/// What to do about a pod stuck on our registry for want of credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovery {
+    /// Evict it: its controller recreates it, and the new pod pulls with the Secret.
+    Evict { reason: String },
+    /// An eviction would not help, or nothing would bring the pod back: why, and what to do.
+    Left { reason: String },
+}
+
+/// Whether evicting `pod` would let it pull. None: it is not ours to touch (not stuck, stuck on
+/// another registry or for another reason than the credentials, or it pulled with the Secret as
+/// it is now).
+pub fn recovery(pod: &Pod, cx: &RecoveryContext<'_>) -> Option<Recovery> {
+    let images = ecr_images(pod);
+    let waiting = stuck(pod);
+    if waiting.is_empty() {
+        return None;
+    }
+    // Every stuck container on a host we cover, for want of credentials: any other, and the
+    // replacement would stay stuck for it.
+    let ours = waiting.iter().all(|(container, _, message)| {
+        images
+            .iter()
+            .find(|i| &i.container == container)
+            .is_some_and(|i| cx.managed.covers(&i.host))
+            && cause(message) == Cause::Credentials
+    });
+    if !ours {
+        return None;
+    }
+    let secret = cx.secret_name;
+    let own_empty = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.image_pull_secrets.as_ref())
+        .is_none_or(Vec::is_empty);
+    let wired_by_account = own_empty
+        && matches!(
+            cx.accounts.get(service_account(pod)),
+            Some(Account::Found { lists_secret: true })
+        );
+    let evict = if wired_by_account {
+        format!(
+            "it lists no imagePullSecrets and was created before its ServiceAccount {} listed \
+             {secret}; a replacement gets {secret} from the ServiceAccount",
+            service_account(pod)
+        )
+    } else if references_directly(pod, secret) {
+        let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        match (created, cx.last_write.as_ref().map(|t| t.0)) {
+            (Some(created), Some(written)) if created < written => format!(
+                "it lists {secret} and was created before {secret}'s last write, so it pulled \
+                 while the Secret was missing or stale"
+            ),
+            // It pulled with the Secret as it is now: no eviction changes that.
+            _ => return None,
+        }
+    } else {
+        let why = not_wired(pod, secret, cx.accounts)
+            .unwrap_or_else(|| format!("it does not pull with {secret}"));
+        return Some(Recovery::Left {
+            reason: format!("a replacement would not carry {secret}: {why}"),
+        });
+    };
+    let controller = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    match controller {
+        Some(o) if CONTROLLERS.contains(&o.kind.as_str()) => {
+            Some(Recovery::Evict { reason: evict })
+        }
+        Some(o) => Some(Recovery::Left {
+            reason: format!(
+                "its controller is a {} ({}), which ecr-refresh does not count on to recreate \
+                 it; created again it would pull ({evict}): delete the pod yourself if its \
+                 controller recreates it",
+                o.kind, o.name
+            ),
+        }),
+        None => Some(Recovery::Left {
+            reason: format!(
+                "a bare pod, which nothing would recreate after an eviction; created again it \
+                 would pull ({evict}): delete it and create it again (kubectl replace --force -f)"
+            ),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pull_failure_is_told_apart_by_the_registry_s_answer() {
+        let cases = [
+            (
+                r#"failed to pull and unpack image "h/app:1": failed to resolve reference "h/app:1": pulling from host h failed with status code [manifests 1]: 401 Unauthorized"#,
+                Cause::Credentials,
+            ),
+            (
+                r#"Back-off pulling image "h/app:1": ErrImagePull: failed to resolve reference "h/app:1": unexpected status from HEAD request to https://h/v2/app/manifests/1: 401 Unauthorized"#,
+                Cause::Credentials,
+            ),
+            (
+                "denied: Your authorization token has expired. Reauthenticate and try again.",
+                Cause::Credentials,
+            ),
+            (
+                r#"failed to pull and unpack image "h/app:2": failed to resolve reference "h/app:2": h/app:2: not found"#,
+                Cause::NotFound,
+            ),
+            (
+                "unexpected status from HEAD request: 403 Forbidden: denied: User: arn:aws:sts::1:assumed-role/x is not authorized to perform: ecr:BatchGetImage",
+                Cause::Denied,
+            ),
+            // containerd 2.4 with no credentials at all, as kubelet 1.37 quotes it
+            // (tests/node/evict.rs).
+            (
+                r#"Back-off pulling image "h/app:1": ErrImagePull: failed to pull and unpack image "h/app:1": failed to resolve image: pull access denied, repository does not exist or may require authorization: authorization failed: no basic auth credentials"#,
+                Cause::Credentials,
+            ),
+            (r#"Back-off pulling image "h/app:1""#, Cause::Unknown),
+            ("dial tcp 10.0.0.1:443: i/o timeout", Cause::Unknown),
+        ];
+        for (message, expected) in cases {
+            assert_eq!(cause(message), expected, "{message}");
+        }
+    }
+
+    const HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+    const SECRET: &str = "aws-ecr-token";
+    const UNAUTHORIZED: &str = "failed to resolve reference: 401 Unauthorized";
+
+    fn managed() -> Managed {
+        Managed {
+            hosts: vec![HOST.into()],
+            any_in_region: None,
+            dual_stack: false,
+        }
+    }
+
+    /// A pod created at `created`, its one container on `image` waiting with `message`.
+    fn pod(image: &str, message: &str, own: &[&str], owner: Option<&str>, created: &str) -> Pod {
+        let owners: Vec<serde_json::Value> = owner
+            .map(|kind| {
+                serde_json::json!({"apiVersion": "apps/v1", "kind": kind, "name": "web-1",
+                    "uid": "u", "controller": true})
+            })
+            .into_iter()
+            .collect();
+        let secrets: Vec<serde_json::Value> =
+            own.iter().map(|n| serde_json::json!({"name": n})).collect();
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1-abc", "namespace": "team", "ownerReferences": owners,
+                "creationTimestamp": created},
+            "spec": {"containers": [{"name": "app", "image": image}], "imagePullSecrets": secrets},
+            "status": {"phase": "Pending", "containerStatuses": [{"name": "app", "image": image,
+                "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": message}}}]},
+        }))
+        .unwrap()
+    }
+
+    fn decide(pod: &Pod, account_lists: Option<bool>, written: Option<&str>) -> Option<Recovery> {
+        let accounts = account_lists
+            .map(|lists_secret| (String::from("default"), Account::Found { lists_secret }))
+            .into_iter()
+            .collect();
+        let managed = managed();
+        let cx = RecoveryContext {
+            secret_name: SECRET,
+            last_write: written.map(|w| serde_json::from_value(serde_json::json!(w)).unwrap()),
+            managed: &managed,
+            accounts: &accounts,
+        };
+        recovery(pod, &cx)
+    }
+
+    fn evicts(r: &Option<Recovery>) -> bool {
+        matches!(r, Some(Recovery::Evict { .. }))
+    }
+
+    fn left(r: &Option<Recovery>) -> bool {
+        matches!(r, Some(Recovery::Left { .. }))
+    }
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+    const T1: &str = "2026-01-01T00:10:00Z";
+    const T2: &str = "2026-01-01T00:20:00Z";
+
+    #[test]
+    fn a_controlled_pod_without_a_list_is_evicted_once_its_service_account_lists_the_secret() {
+        let image = format!("{HOST}/app:1");
+        let p = pod(&image, UNAUTHORIZED, &[], Some("ReplicaSet"), T0);
+        assert!(evicts(&decide(&p, Some(true), Some(T1))));
+        // Its ServiceAccount does not list the Secret: a replacement would not carry it.
+        assert!(left(&decide(&p, Some(false), Some(T1))));
+        for kind in CONTROLLERS {
+            let p = pod(&image, UNAUTHORIZED, &[], Some(kind), T0);
+            assert!(evicts(&decide(&p, Some(true), Some(T1))), "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_pod_listing_the_secret_is_evicted_only_if_it_pulled_before_the_last_write() {
+        let image = format!("{HOST}/app:1");
+        let before = pod(&image, UNAUTHORIZED, &[SECRET], Some("StatefulSet"), T0);
+        assert!(evicts(&decide(&before, None, Some(T1))));
+        let after = pod(&image, UNAUTHORIZED, &[SECRET], Some("StatefulSet"), T2);
+        assert_eq!(
+            decide(&after, None, Some(T1)),
+            None,
+            "it pulled with the Secret as it is"
+        );
+        assert_eq!(decide(&before, None, None), None, "never written by us");
+    }
+
+    #[test]
+    fn pods_an_eviction_would_not_recover_are_left_with_why() {
+        let image = format!("{HOST}/app:1");
+        let own = pod(&image, UNAUTHORIZED, &["theirs"], Some("ReplicaSet"), T0);
+        match decide(&own, Some(true), Some(T1)) {
+            Some(Recovery::Left { reason }) => {
+                assert!(
+                    reason.contains("theirs") && reason.contains("pod template"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let bare = pod(&image, UNAUTHORIZED, &[], None, T0);
+        match decide(&bare, Some(true), Some(T1)) {
+            Some(Recovery::Left { reason }) => assert!(reason.contains("bare pod"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        let node = pod(&image, UNAUTHORIZED, &[], Some("Node"), T0);
+        assert!(left(&decide(&node, Some(true), Some(T1))));
+    }
+
+    #[test]
+    fn pods_stuck_for_other_reasons_or_on_other_registries_are_not_touched() {
+        let image = format!("{HOST}/app:1");
+        let missing_tag = pod(&image, "h/app:1: not found", &[], Some("ReplicaSet"), T0);
+        assert_eq!(decide(&missing_tag, Some(true), Some(T1)), None);
+        let denied = pod(&image, "403 Forbidden: denied", &[], Some("ReplicaSet"), T0);
+        assert_eq!(decide(&denied, Some(true), Some(T1)), None);
+        let other = "210987654321.dkr.ecr.us-east-1.amazonaws.com/app:1";
+        let elsewhere = pod(other, UNAUTHORIZED, &[], Some("ReplicaSet"), T0);
+        assert_eq!(decide(&elsewhere, Some(true), Some(T1)), None);
+        let hub = pod(
+            "docker.io/library/nginx:1",
+            UNAUTHORIZED,
+            &[],
+            Some("ReplicaSet"),
+            T0,
+        );
+        assert_eq!(decide(&hub, Some(true), Some(T1)), None);
+        let mut running = pod(&image, UNAUTHORIZED, &[], Some("ReplicaSet"), T0);
+        running
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[0]
+            .state = None;
+        assert_eq!(decide(&running, Some(true), Some(T1)), None);
+    }
+
+    #[test]
+    fn the_last_write_is_our_field_manager_s_latest_entry() {
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": SECRET, "managedFields": [
+                {"manager": "ecr-refresh", "operation": "Update", "time": T0},
+                {"manager": "kubectl", "operation": "Update", "time": T2},
+                {"manager": "ecr-refresh", "operation": "Apply", "time": T1},
+            ]},
+        }))
+        .unwrap();
+        let expected: Time = serde_json::from_value(serde_json::json!(T1)).unwrap();
+        assert_eq!(last_write(&secret), Some(expected));
+        assert_eq!(last_write(&Secret::default()), None);
+    }
+}
