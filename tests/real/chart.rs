@@ -854,6 +854,11 @@ fn common_labels_globals_and_extra_objects_render() {
             "{} has commonLabels",
             identity(doc)
         );
+        assert!(
+            doc["metadata"]["labels"]["app.kubernetes.io/component"].is_string(),
+            "{} names its part in app.kubernetes.io/component",
+            identity(doc)
+        );
     }
     let pod = &one(&docs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"];
     assert_eq!(

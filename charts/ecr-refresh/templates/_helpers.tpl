@@ -45,6 +45,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{- /* The labels, with app.kubernetes.io/component naming the part: (list $ctx "rbac"). */}}
+{{- define "ecr-refresh.componentLabels" -}}
+{{ include "ecr-refresh.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
 {{- define "ecr-refresh.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "ecr-refresh.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -208,7 +214,7 @@ podFailurePolicy:
 template:
   metadata:
     labels:
-      {{- include "ecr-refresh.labels" . | nindent 6 }}
+      {{- include "ecr-refresh.componentLabels" (list . "run") | nindent 6 }}
       {{- with .Values.podLabels }}
       {{- toYaml . | nindent 6 }}
       {{- end }}
