@@ -6,6 +6,7 @@
 
 mod environment;
 pub mod pushgateway;
+mod roles_anywhere;
 mod values;
 pub mod variables;
 
@@ -15,7 +16,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::aws::credentials::{AssumeRole, ExternalId, RoleArn, SessionName};
+use crate::aws::credentials::roles_anywhere::IdentityError;
+use crate::aws::credentials::{AssumeRole, ExternalId, RoleArn, RolesAnywhere, SessionName};
 use crate::aws::registry::RegistryHost;
 use crate::cluster::names::{NamespaceName, SecretName, ServiceAccountName};
 use crate::glob::Glob;
@@ -68,6 +70,15 @@ pub enum ConfigError {
     NotUtf8 { variable: String },
     #[error("could not read the environment: {0}")]
     Environment(String),
+    /// Some of a group of variables that go together are set, not all.
+    #[error("{given} is set, but not {missing}; set all of them, or none")]
+    Incomplete {
+        given: &'static str,
+        missing: String,
+    },
+    /// The Roles Anywhere certificate or key can't be used (read before anything is sent).
+    #[error("{0}")]
+    Certificate(IdentityError),
 }
 
 /// What a run does: refresh the Secrets, or only check them (ECR_REFRESH_MODE, or the `check`
@@ -117,6 +128,8 @@ pub struct Config {
     pub renew_before: Duration,
     /// A role assumed over the base credentials; None: the base credentials call ECR.
     pub assume_role: Option<AssumeRole>,
+    /// IAM Roles Anywhere as the base credentials; None: the SDK's default sources.
+    pub roles_anywhere: Option<RolesAnywhere>,
 }
 
 /// The variables as envy reads them, before parsing.
@@ -143,6 +156,8 @@ struct Raw {
     assume_role_arn: Option<String>,
     assume_role_external_id: Option<String>,
     assume_role_session_name: Option<String>,
+    #[serde(flatten)]
+    roles_anywhere: roles_anywhere::Raw,
 }
 
 impl Config {
@@ -279,6 +294,7 @@ impl Config {
             raw.assume_role_external_id,
             raw.assume_role_session_name,
         )?;
+        let roles_anywhere = roles_anywhere::parse(raw.roles_anywhere)?;
         Ok(Self {
             mode,
             secret_name,
@@ -300,6 +316,7 @@ impl Config {
             events,
             renew_before,
             assume_role,
+            roles_anywhere,
         })
     }
 }
