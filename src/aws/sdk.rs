@@ -28,12 +28,7 @@ pub async fn load(
         .no_credentials()
         .load()
         .await;
-    let chain = Chain::new(
-        region,
-        assume_role.cloned(),
-        roles_anywhere.cloned(),
-        &base,
-    );
+    let chain = Chain::new(region, assume_role.cloned(), roles_anywhere.cloned(), &base);
     base.into_builder()
         .credentials_provider(SharedCredentialsProvider::new(chain))
         .build()

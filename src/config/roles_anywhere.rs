@@ -63,8 +63,19 @@ pub(super) fn parse(raw: Raw) -> Result<Option<RolesAnywhere>, ConfigError> {
         certificate.is_some(),
         private_key.is_some(),
     ];
-    let (Some(trust_anchor_arn), Some(profile_arn), Some(role_arn), Some(certificate), Some(private_key)) =
-        (trust_anchor_arn, profile_arn, role_arn, certificate, private_key)
+    let (
+        Some(trust_anchor_arn),
+        Some(profile_arn),
+        Some(role_arn),
+        Some(certificate),
+        Some(private_key),
+    ) = (
+        trust_anchor_arn,
+        profile_arn,
+        role_arn,
+        certificate,
+        private_key,
+    )
     else {
         if let Some(given) = set.iter().position(|s| *s) {
             let missing: Vec<&str> = REQUIRED
@@ -82,14 +93,20 @@ pub(super) fn parse(raw: Raw) -> Result<Option<RolesAnywhere>, ConfigError> {
             return Err(invalid(
                 "ECR_REFRESH_ROLES_ANYWHERE_CHAIN",
                 &chain.display().to_string(),
-                format!("is only used with {}, which are not set", REQUIRED.join(", ")),
+                format!(
+                    "is only used with {}, which are not set",
+                    REQUIRED.join(", ")
+                ),
             ));
         }
         if let Some(duration) = raw.roles_anywhere_session_duration {
             return Err(invalid(
                 "ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION",
                 &duration,
-                format!("is only used with {}, which are not set", REQUIRED.join(", ")),
+                format!(
+                    "is only used with {}, which are not set",
+                    REQUIRED.join(", ")
+                ),
             ));
         }
         return Ok(None);

@@ -383,9 +383,8 @@ pub async fn resolve(sdk: &SdkConfig) -> Result<Resolved, CredentialError> {
             let source = credentials
                 .get_property::<CameFrom>()
                 .map_or_else(|| "the SDK's provider".to_owned(), |c| c.0.clone());
-            let certificate_expires_at = credentials
-                .get_property::<CertificateExpiry>()
-                .map(|e| e.0);
+            let certificate_expires_at =
+                credentials.get_property::<CertificateExpiry>().map(|e| e.0);
             Ok(Resolved {
                 credentials,
                 source,

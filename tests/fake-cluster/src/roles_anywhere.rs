@@ -168,11 +168,19 @@ impl FakeRolesAnywhere {
 type Refusal = (StatusCode, &'static str, String);
 
 fn denied(message: impl Into<String>) -> Refusal {
-    (StatusCode::FORBIDDEN, "AccessDeniedException", message.into())
+    (
+        StatusCode::FORBIDDEN,
+        "AccessDeniedException",
+        message.into(),
+    )
 }
 
 fn invalid(message: impl Into<String>) -> Refusal {
-    (StatusCode::BAD_REQUEST, "ValidationException", message.into())
+    (
+        StatusCode::BAD_REQUEST,
+        "ValidationException",
+        message.into(),
+    )
 }
 
 async fn handle(
@@ -246,8 +254,11 @@ fn create_session(
             .cloned()
             .ok_or_else(|| invalid(format!("{name} is required")))
     };
-    let (anchor_arn, profile_arn, role_arn) =
-        (param("trustAnchorArn")?, param("profileArn")?, param("roleArn")?);
+    let (anchor_arn, profile_arn, role_arn) = (
+        param("trustAnchorArn")?,
+        param("profileArn")?,
+        param("roleArn")?,
+    );
     let duration = serde_json::from_slice::<Value>(body)
         .ok()
         .map(|b| b["durationSeconds"].clone())
@@ -313,22 +324,24 @@ fn verify(
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    let authorization = header("authorization")
-        .ok_or_else(|| denied("Missing Authentication Token"))?;
+    let authorization =
+        header("authorization").ok_or_else(|| denied("Missing Authentication Token"))?;
     let auth = parse_authorization(&authorization);
-    let algorithm: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] =
-        match auth.algorithm.as_str() {
-            "AWS4-X509-RSA-SHA256" => &[webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256],
-            "AWS4-X509-ECDSA-SHA256" => &[
-                webpki::aws_lc_rs::ECDSA_P256_SHA256,
-                webpki::aws_lc_rs::ECDSA_P384_SHA256,
-            ],
-            other => {
-                return Err(denied(format!(
-                    "Unsupported signing algorithm {other:?}: AWS4-X509-RSA-SHA256 or AWS4-X509-ECDSA-SHA256"
-                )));
-            }
-        };
+    let algorithm: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] = match auth
+        .algorithm
+        .as_str()
+    {
+        "AWS4-X509-RSA-SHA256" => &[webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256],
+        "AWS4-X509-ECDSA-SHA256" => &[
+            webpki::aws_lc_rs::ECDSA_P256_SHA256,
+            webpki::aws_lc_rs::ECDSA_P384_SHA256,
+        ],
+        other => {
+            return Err(denied(format!(
+                "Unsupported signing algorithm {other:?}: AWS4-X509-RSA-SHA256 or AWS4-X509-ECDSA-SHA256"
+            )));
+        }
+    };
     if auth.service != "rolesanywhere" || auth.terminator != "aws4_request" {
         return Err(denied(format!(
             "Credential should be scoped to a valid service and aws4_request, not {}/{}",
@@ -411,11 +424,11 @@ fn verify(
         auth.terminator,
         hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.as_bytes()).as_ref())
     );
-    let signature = unhex(&auth.signature)
-        .ok_or_else(|| denied("Signature must be hex"))?;
-    let verified = algorithm
-        .iter()
-        .any(|alg| cert.verify_signature(*alg, to_sign.as_bytes(), &signature).is_ok());
+    let signature = unhex(&auth.signature).ok_or_else(|| denied("Signature must be hex"))?;
+    let verified = algorithm.iter().any(|alg| {
+        cert.verify_signature(*alg, to_sign.as_bytes(), &signature)
+            .is_ok()
+    });
     if !verified {
         return Err(denied(
             "The request signature we calculated does not match the signature you provided",

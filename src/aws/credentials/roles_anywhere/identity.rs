@@ -30,7 +30,9 @@ use super::RolesAnywhere;
 /// Each names the variable and the file; none quotes the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {
-    #[error("{variable}: cannot read {path}: {error}; check the certificate Secret's volume and its mount")]
+    #[error(
+        "{variable}: cannot read {path}: {error}; check the certificate Secret's volume and its mount"
+    )]
     Unreadable {
         variable: &'static str,
         path: String,
@@ -160,7 +162,11 @@ impl Identity {
             }
         }
         for block in &chain {
-            parse(CHAIN, config.chain.as_deref().unwrap_or(&config.certificate), block)?;
+            parse(
+                CHAIN,
+                config.chain.as_deref().unwrap_or(&config.certificate),
+                block,
+            )?;
         }
         let parsed = parse(CERTIFICATE, &config.certificate, &certificate)?;
         let tbs = parsed.tbs_certificate();
@@ -244,7 +250,9 @@ fn signing_key(path: &Path) -> Result<SigningKey, IdentityError> {
     };
     // Only the PEM labels are quoted, never the key's bytes.
     let text = bytes.expose_secret();
-    if contains(text, b"-----BEGIN ENCRYPTED PRIVATE KEY-----") || contains(text, b"Proc-Type: 4,ENCRYPTED") {
+    if contains(text, b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+        || contains(text, b"Proc-Type: 4,ENCRYPTED")
+    {
         return Err(unsupported("holds an encrypted key"));
     }
     let der = match PrivateKeyDer::from_pem_slice(text) {
@@ -293,7 +301,9 @@ fn signing_key(path: &Path) -> Result<SigningKey, IdentityError> {
                 }),
             }
         }
-        _ => Err(unsupported("holds a key of a kind Roles Anywhere does not take")),
+        _ => Err(unsupported(
+            "holds a key of a kind Roles Anywhere does not take",
+        )),
     }
 }
 

@@ -88,7 +88,9 @@ impl ResourceArn {
             .unwrap_or_default();
         // The service's pattern: `[a-f0-9-]{36}` (a UUID).
         if id.len() != 36 || !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
-            return bad(&format!("the resource must be {kind}/ and a 36-character id"));
+            return bad(&format!(
+                "the resource must be {kind}/ and a 36-character id"
+            ));
         }
         Ok(Self {
             text: s.to_owned(),
@@ -238,8 +240,7 @@ pub(crate) fn credentials(
 mod tests {
     use super::*;
 
-    const ANCHOR: &str =
-        "arn:aws:rolesanywhere:eu-west-1:123456789012:trust-anchor/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+    const ANCHOR: &str = "arn:aws:rolesanywhere:eu-west-1:123456789012:trust-anchor/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 
     #[test]
     fn trust_anchor_and_profile_arns_are_parsed_with_their_region() {
@@ -255,23 +256,36 @@ mod tests {
             (ANCHOR.replace("trust-anchor/", "profile/"), "trust-anchor/"),
             (ANCHOR.replace("rolesanywhere", "iam"), "not rolesanywhere"),
             (ANCHOR.replace("eu-west-1", "EU_WEST"), "not a region"),
-            (ANCHOR.replace("arn:aws:", "arn:aws-cn:"), "partition aws, not aws-cn"),
+            (
+                ANCHOR.replace("arn:aws:", "arn:aws-cn:"),
+                "partition aws, not aws-cn",
+            ),
             (ANCHOR.replace("123456789012", "1234"), "12-digit"),
             (ANCHOR[..ANCHOR.len() - 1].to_owned(), "36-character"),
             ("trust-anchor".to_owned(), "six"),
         ] {
             let err = TrustAnchorArn::from_str(&bad).unwrap_err();
-            assert!(err.starts_with("must be a Roles Anywhere trust-anchor ARN"), "{bad}: {err}");
+            assert!(
+                err.starts_with("must be a Roles Anywhere trust-anchor ARN"),
+                "{bad}: {err}"
+            );
             assert!(err.contains(why), "{bad}: {err}");
         }
-        assert!(ProfileArn::from_str(ANCHOR).unwrap_err().contains("profile/"));
+        assert!(
+            ProfileArn::from_str(ANCHOR)
+                .unwrap_err()
+                .contains("profile/")
+        );
     }
 
     #[test]
     fn session_durations_are_15_minutes_to_12_hours() {
         assert_eq!(parse_session_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_session_duration("900s"), Ok(Duration::from_secs(900)));
-        assert_eq!(parse_session_duration("12h"), Ok(Duration::from_secs(43_200)));
+        assert_eq!(
+            parse_session_duration("12h"),
+            Ok(Duration::from_secs(43_200))
+        );
         for bad in ["14m", "13h", "1.5s", "soon"] {
             assert!(parse_session_duration(bad).is_err(), "{bad}");
         }

@@ -51,7 +51,9 @@ pub enum SessionError {
         subject: String,
         not_after: String,
     },
-    #[error("{variable}={url:?} is not an http or https URL; set the Roles Anywhere endpoint there")]
+    #[error(
+        "{variable}={url:?} is not an http or https URL; set the Roles Anywhere endpoint there"
+    )]
     Endpoint { variable: &'static str, url: String },
     #[error(
         "CreateSession at {url} could not be sent: {error}; check the endpoint, and HTTPS_PROXY and \
@@ -67,13 +69,20 @@ pub enum SessionError {
         arns: String,
     },
     #[error("CreateSession at {url} answered HTTP {status} with no session: {why}")]
-    Malformed { url: String, status: u16, why: String },
+    Malformed {
+        url: String,
+        status: u16,
+        why: String,
+    },
 }
 
 /// The endpoint's base URL, and the variable that named it (None: the partition's default).
 fn endpoint(config: &RolesAnywhere) -> (String, Option<&'static str>) {
     for variable in ["AWS_ENDPOINT_URL_ROLESANYWHERE", "AWS_ENDPOINT_URL"] {
-        if let Some(url) = std::env::var(variable).ok().filter(|v| !v.trim().is_empty()) {
+        if let Some(url) = std::env::var(variable)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        {
             return (url.trim().trim_end_matches('/').to_owned(), Some(variable));
         }
     }
@@ -130,7 +139,8 @@ pub async fn create(config: &RolesAnywhere) -> Result<(Credentials, SystemTime),
         Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
         None => url.host_str().unwrap_or_default().to_owned(),
     };
-    let body = serde_json::json!({"durationSeconds": config.session_duration.as_secs()}).to_string();
+    let body =
+        serde_json::json!({"durationSeconds": config.session_duration.as_secs()}).to_string();
     let headers = signing::sign(
         &identity,
         &Unsigned {
@@ -203,8 +213,9 @@ pub async fn create(config: &RolesAnywhere) -> Result<(Credentials, SystemTime),
             .ok_or_else(|| malformed(&format!("credentialSet[0].credentials.{name} is missing")))
     };
     let expiration = field("expiration")?;
-    let expiration = humantime::parse_rfc3339_weak(&expiration)
-        .map_err(|_| malformed("credentialSet[0].credentials.expiration is not an RFC 3339 time"))?;
+    let expiration = humantime::parse_rfc3339_weak(&expiration).map_err(|_| {
+        malformed("credentialSet[0].credentials.expiration is not an RFC 3339 time")
+    })?;
     info!(
         role = %config.role_arn,
         serial = %identity.serial,

@@ -54,7 +54,11 @@ pub fn sign(identity: &Identity, request: &Unsigned<'_>) -> Vec<(&'static str, S
         let chain: Vec<String> = identity.chain.iter().map(|c| BASE64.encode(c)).collect();
         headers.push(("x-amz-x509-chain", chain.join(",")));
     }
-    let scope = format!("{}/{}/{SERVICE}/aws4_request", &date_time[..8], request.region);
+    let scope = format!(
+        "{}/{}/{SERVICE}/aws4_request",
+        &date_time[..8],
+        request.region
+    );
     let (canonical, signed_headers) = canonical_request(request, &headers);
     let to_sign = string_to_sign(identity.algorithm(), &date_time, &scope, &canonical);
     let signature = hex(&identity.key.sign(to_sign.as_bytes()));
@@ -149,8 +153,14 @@ mod tests {
     #[test]
     fn the_query_is_sorted_and_encoded_as_sigv4_and_go_s_query_escape_write_it() {
         let query = [
-            ("trustAnchorArn", "arn:aws:rolesanywhere:eu-west-1:123456789012:trust-anchor/a-b"),
-            ("profileArn", "arn:aws:rolesanywhere:eu-west-1:123456789012:profile/c"),
+            (
+                "trustAnchorArn",
+                "arn:aws:rolesanywhere:eu-west-1:123456789012:trust-anchor/a-b",
+            ),
+            (
+                "profileArn",
+                "arn:aws:rolesanywhere:eu-west-1:123456789012:profile/c",
+            ),
             ("roleArn", "arn:aws:iam::123456789012:role/ci/ecr reader"),
         ];
         assert_eq!(
