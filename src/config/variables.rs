@@ -188,7 +188,7 @@ pub const VARIABLES: &[Variable] = &[
 
 /// Variables with our prefix that belong to the test suite, not the binary: tolerated so that
 /// a shell that exports them can still run the binary.
-pub const TEST_VARIABLES: &[&str] = &["ECR_REFRESH_E2E_KUBECONFIG"];
+pub const TEST_VARIABLES: &[&str] = &["ECR_REFRESH_E2E_KUBECONFIG", "ECR_REFRESH_SIGNING_HELPER"];
 
 /// Whether the binary reads this variable.
 pub fn is_known(name: &str) -> bool {

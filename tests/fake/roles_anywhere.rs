@@ -615,3 +615,93 @@ fn one_byte_of_the_signature_changed_is_refused_and_the_unchanged_request_accept
         assert_eq!(status, 403, "{answer}");
     }
 }
+
+// ---- The reference check: AWS's own helper -----------------------------------------------------
+
+/// AWS's helper, `aws_signing_helper` v1.4.0, built by `.ci/go-tool aws-signing-helper`;
+/// `bash .ci/test` exports its path.
+fn signing_helper() -> PathBuf {
+    let path = std::env::var_os("ECR_REFRESH_SIGNING_HELPER").map(PathBuf::from);
+    match path {
+        Some(path) if path.is_file() => path,
+        _ => panic!(
+            "needs aws_signing_helper: set ECR_REFRESH_SIGNING_HELPER to the binary \
+             (bash .ci/test builds it with .ci/go-tool aws-signing-helper)"
+        ),
+    }
+}
+
+#[test]
+#[ignore = "needs aws_signing_helper (bash .ci/test)"]
+fn aws_s_own_helper_signs_create_session_and_the_fake_verifier_accepts_it() {
+    let helper = signing_helper();
+    let root = Ca::root("root");
+    let intermediate = root.intermediate("intermediate");
+    for (leaf, chain) in [
+        (root.leaf(Key::Rsa2048, "cluster-1", false), None),
+        (root.leaf(Key::P256, "cluster-1", false), None),
+        (
+            intermediate.leaf(Key::Rsa2048, "cluster-1", false),
+            Some(&intermediate.pem),
+        ),
+        (
+            intermediate.leaf(Key::P256, "cluster-1", false),
+            Some(&intermediate.pem),
+        ),
+    ] {
+        let (fake, issued) = endpoint(&root);
+        let dir = tempfile::tempdir().unwrap();
+        let files = files(
+            dir.path(),
+            &leaf.pem,
+            &leaf.traditional_pem(),
+            chain.map(String::as_str),
+        );
+        let mut command = Command::new(&helper);
+        command.env_clear().args([
+            "credential-process",
+            "--endpoint",
+            &fake.url(),
+            "--certificate",
+            &files.certificate.display().to_string(),
+            "--private-key",
+            &files.key.display().to_string(),
+            "--trust-anchor-arn",
+            ANCHOR,
+            "--profile-arn",
+            PROFILE,
+            "--role-arn",
+            ROLE,
+        ]);
+        if let Some(chain) = &files.chain {
+            command.args(["--intermediates", &chain.display().to_string()]);
+        }
+        let output = command.output().expect("aws_signing_helper runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "the helper failed: {}\n{stdout}\nthe fake saw: {:#?}",
+            String::from_utf8_lossy(&output.stderr),
+            fake.calls()
+        );
+        let answer: Value = serde_json::from_str(&stdout).expect("credential_process JSON");
+        assert_eq!(answer["AccessKeyId"], issued.access_key_id);
+        assert_eq!(answer["SessionToken"], issued.session_token);
+
+        // What ecr-refresh's own requests are checked against, the helper's too.
+        let calls = fake.calls();
+        assert_eq!(outcomes(&calls), ["OK"]);
+        let call = &calls[0];
+        assert_eq!(call.serial.as_deref(), Some(leaf.serial_decimal().as_str()));
+        assert_eq!(call.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(call.duration_seconds, Some(3600));
+        let signed = if chain.is_some() {
+            "content-type;host;x-amz-date;x-amz-x509;x-amz-x509-chain"
+        } else {
+            "content-type;host;x-amz-date;x-amz-x509"
+        };
+        assert_eq!(call.signed_headers.as_deref(), Some(signed));
+        assert_eq!(call.content_type.as_deref(), Some("application/json"));
+        assert_eq!(call.intermediates, usize::from(chain.is_some()));
+    }
+}
