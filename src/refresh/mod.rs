@@ -16,6 +16,7 @@ use kube::{Api, Client};
 use tokio::sync::OnceCell;
 use tracing::{error, info};
 
+use crate::aws::credentials::roles_anywhere::certificate_expiry;
 use crate::cluster::namespaces::{Candidate, Origin, Pages};
 use crate::cluster::{client, events};
 use crate::config::Config;
@@ -84,6 +85,7 @@ pub async fn run(
             dry_run: config.dry_run,
             report: done.map(|d| &d.report),
             token_expiry: done.map_or(&none, |d| &d.summary.token_expiry),
+            certificate_expiry: certificate_expiry(config.roles_anywhere.as_ref()),
         };
         metrics::push(gateway, &run).await;
     };

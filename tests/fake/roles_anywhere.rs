@@ -705,3 +705,26 @@ fn aws_s_own_helper_signs_create_session_and_the_fake_verifier_accepts_it() {
         assert_eq!(call.intermediates, usize::from(chain.is_some()));
     }
 }
+
+#[test]
+fn check_says_the_credentials_come_from_roles_anywhere_and_when_the_certificate_expires() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let root = Ca::root("root");
+    let (fake, _) = endpoint(&root);
+    let leaf = root.leaf(Key::P256, "cluster-1", false);
+    let dir = tempfile::tempdir().unwrap();
+    let files = files(dir.path(), &leaf.pem, &leaf.traditional_pem(), None);
+
+    let run = run(&h, &fake, &files, &[("ECR_REFRESH_MODE", "check")]);
+
+    let lines = run.messages_starting("credentials");
+    assert_eq!(lines.len(), 1, "{}", run.stdout);
+    assert_eq!(lines[0]["credentials"], "roles anywhere");
+    assert_eq!(lines[0]["certificate_expires_at"], "2100-01-01T00:00:00Z");
+    assert_eq!(
+        lines[0]["certificate"],
+        files.certificate.display().to_string()
+    );
+    assert_eq!(fake.calls(), [], "a check asks AWS nothing");
+}

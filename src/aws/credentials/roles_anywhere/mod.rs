@@ -213,11 +213,13 @@ impl ProvideCredentials for RolesAnywhereProvider {
     }
 }
 
-/// The certificate's expiry and subject, for `check`, which asks AWS nothing: the files as a
-/// refresh would read them.
-pub fn describe(config: &RolesAnywhere) -> Result<(SystemTime, String, String), IdentityError> {
-    let identity = Identity::load(config)?;
-    Ok((identity.not_after, identity.serial, identity.subject))
+/// When the configured certificate expires, read as a run reads it: for the metric and for
+/// `check`, which asks AWS nothing. None when Roles Anywhere is off or the file can't be read
+/// now (the run's own error says why).
+pub fn certificate_expiry(config: Option<&RolesAnywhere>) -> Option<SystemTime> {
+    Identity::load(config?)
+        .ok()
+        .map(|identity| identity.not_after)
 }
 
 /// Credentials from CreateSession's answer.
