@@ -111,6 +111,19 @@ pub(super) fn parse(raw: Raw) -> Result<Option<RolesAnywhere>, ConfigError> {
         }
         return Ok(None);
     };
+    // CreateSession is asked in the trust anchor's region, where the profile must be too (AWS's
+    // helper refuses the pair the same way: aws_signing_helper/credentials.go).
+    if trust_anchor_arn.0.region() != profile_arn.0.region() {
+        return Err(invalid(
+            REQUIRED[1],
+            profile_arn.0.as_str(),
+            format!(
+                "is in region {}, the trust anchor in {}: both must be in the region CreateSession is asked in",
+                profile_arn.0.region(),
+                trust_anchor_arn.0.region()
+            ),
+        ));
+    }
     let config = RolesAnywhere {
         trust_anchor_arn,
         profile_arn,
