@@ -164,7 +164,7 @@ pub const VARIABLES: &[Variable] = &[
         name: "ECR_REFRESH_ROLES_ANYWHERE_PRIVATE_KEY",
         default: "none",
         meaning: "IAM Roles Anywhere: the certificate's private key's PEM file, read at each run, never logged (cert-manager's tls.key)",
-        accepted: "a readable PEM file with the certificate's unencrypted RSA (2048 bits or more) or EC P-256 key, PKCS#8, PKCS#1 or SEC 1",
+        accepted: "a readable PEM file with the certificate's unencrypted RSA (2048 bits or more), EC P-256 or EC P-384 key, PKCS#8, PKCS#1 or SEC 1",
     },
     Variable {
         name: "ECR_REFRESH_ROLES_ANYWHERE_CHAIN",

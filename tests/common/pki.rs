@@ -6,7 +6,8 @@
 use aws_lc_rs::encoding::AsDer as _;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, PKCS_RSA_SHA256, RsaKeySize, SerialNumber,
+    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, PKCS_ECDSA_P384_SHA384, PKCS_RSA_SHA256, RsaKeySize,
+    SerialNumber,
 };
 
 /// The key type of a certificate.
@@ -14,6 +15,7 @@ use rcgen::{
 pub enum Key {
     Rsa2048,
     P256,
+    P384,
 }
 
 impl Key {
@@ -21,6 +23,7 @@ impl Key {
         match self {
             Key::Rsa2048 => KeyPair::generate_rsa_for(&PKCS_RSA_SHA256, RsaKeySize::_2048),
             Key::P256 => KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256),
+            Key::P384 => KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384),
         }
         .expect("generating a key")
     }
@@ -132,12 +135,14 @@ impl Leaf {
         let pkcs8 = self.key.serialize_der();
         match self.kind {
             Key::Rsa2048 => pem("RSA PRIVATE KEY", pkcs8_payload(&pkcs8)),
-            Key::P256 => {
-                let key = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(
-                    &aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1_SIGNING,
-                    &pkcs8,
-                )
-                .expect("rcgen's P-256 key");
+            Key::P256 | Key::P384 => {
+                let algorithm = if self.kind == Key::P256 {
+                    &aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1_SIGNING
+                } else {
+                    &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING
+                };
+                let key = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(algorithm, &pkcs8)
+                    .expect("rcgen's EC key");
                 let sec1 = key.private_key().as_der().expect("a SEC 1 encoding");
                 pem("EC PRIVATE KEY", sec1.as_ref())
             }

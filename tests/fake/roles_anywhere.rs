@@ -195,7 +195,7 @@ fn a_session_writes_the_secret(
     assert_eq!(call.content_type.as_deref(), Some("application/json"));
     let algorithm = match kind {
         Key::Rsa2048 => "AWS4-X509-RSA-SHA256",
-        Key::P256 => "AWS4-X509-ECDSA-SHA256",
+        Key::P256 | Key::P384 => "AWS4-X509-ECDSA-SHA256",
     };
     assert_eq!(call.algorithm.as_deref(), Some(algorithm));
     let (signed, intermediates) = if through_intermediate {
@@ -246,6 +246,16 @@ fn p256_straight_from_the_anchor_with_a_sec1_key_gets_the_role_and_writes_the_se
 #[test]
 fn p256_through_an_intermediate_in_the_chain_file_with_a_pkcs8_key_writes_the_secret() {
     a_session_writes_the_secret(Key::P256, true, false, true);
+}
+
+#[test]
+fn p384_straight_from_the_anchor_with_a_sec1_key_signs_sha256_and_writes_the_secret() {
+    a_session_writes_the_secret(Key::P384, false, false, false);
+}
+
+#[test]
+fn p384_through_an_intermediate_with_a_pkcs8_key_writes_the_secret() {
+    a_session_writes_the_secret(Key::P384, true, true, true);
 }
 
 #[test]
@@ -489,7 +499,7 @@ fn an_encrypted_or_ed25519_key_exits_2_as_unsupported() {
                 .to_owned(),
             "holds an encrypted key",
         ),
-        (ed25519, "neither RSA nor EC P-256"),
+        (ed25519, "neither RSA nor EC P-256 or P-384"),
         (leaf.pem.clone(), "holds no PRIVATE KEY"),
     ] {
         let h = Harness::new();
@@ -576,6 +586,7 @@ fn one_byte_of_the_signature_changed_is_refused_and_the_unchanged_request_accept
     for leaf in [
         intermediate.leaf(Key::Rsa2048, "cluster-1", false),
         intermediate.leaf(Key::P256, "cluster-1", false),
+        intermediate.leaf(Key::P384, "cluster-1", false),
     ] {
         let (fake, issued) = endpoint(&root);
         let dir = tempfile::tempdir().unwrap();
@@ -646,6 +657,11 @@ fn aws_s_own_helper_signs_create_session_and_the_fake_verifier_accepts_it() {
         ),
         (
             intermediate.leaf(Key::P256, "cluster-1", false),
+            Some(&intermediate.pem),
+        ),
+        (root.leaf(Key::P384, "cluster-1", false), None),
+        (
+            intermediate.leaf(Key::P384, "cluster-1", false),
             Some(&intermediate.pem),
         ),
     ] {

@@ -5,18 +5,17 @@
 //! The forms read are the ones cert-manager writes (`tls.crt`: the certificate, then the
 //! intermediates; `tls.key`: PKCS#1 `RSA PRIVATE KEY` or SEC 1 `EC PRIVATE KEY` by default,
 //! PKCS#8 `PRIVATE KEY` with `privateKey.encoding: PKCS8`) and openssl's. The CA (`ca.crt`) is
-//! never read: the trust anchor holds it on AWS's side. Keys: RSA (2048 bits or more) and EC
-//! P-256. P-384 is refused here: Roles Anywhere signs with SHA-256 whatever the curve
-//! (`AWS4-X509-ECDSA-SHA256`; AWS's helper passes `crypto.SHA256` for every key), and
-//! aws-lc-rs signs P-384 only with SHA-384.
+//! never read: the trust anchor holds it on AWS's side. Keys: RSA (2048 bits or more), EC P-256
+//! and P-384. Roles Anywhere signs with SHA-256 whatever the curve (`AWS4-X509-ECDSA-SHA256`;
+//! AWS's helper passes `crypto.SHA256` for every key): aws-lc-rs signs RSA and P-256 so, and
+//! P-384 only with SHA-384, so a P-384 key signs a SHA-256 prehash with RustCrypto's p384.
 
 use std::fmt;
 use std::path::Path;
 use std::time::SystemTime;
 
 use aws_lc_rs::signature::{
-    ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P384_SHA384_ASN1_SIGNING, EcdsaKeyPair, KeyPair as _,
-    RsaKeyPair,
+    ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair as _, RsaKeyPair,
 };
 use rustls_pki_types::pem::{self, PemObject as _};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -46,7 +45,7 @@ pub enum IdentityError {
     },
     #[error(
         "ECR_REFRESH_ROLES_ANYWHERE_PRIVATE_KEY: {path} {why}; Roles Anywhere signs with RSA \
-         (2048 bits or more) or EC P-256 keys, unencrypted, in PEM (PKCS#8, PKCS#1 or SEC 1)"
+         (2048 bits or more), EC P-256 or EC P-384 keys, unencrypted, in PEM (PKCS#8, PKCS#1 or SEC 1)"
     )]
     UnsupportedKey { path: String, why: String },
     #[error(
@@ -61,10 +60,11 @@ pub enum IdentityError {
     },
 }
 
-/// The signing key. Its bytes stay inside aws-lc-rs, which prints none of them.
+/// The signing key. Its bytes stay inside aws-lc-rs or p384, which print none of them.
 pub(super) enum SigningKey {
     Rsa(RsaKeyPair),
     EcP256(EcdsaKeyPair),
+    EcP384(p384::ecdsa::SigningKey, Vec<u8>),
 }
 
 impl fmt::Debug for SigningKey {
@@ -72,6 +72,7 @@ impl fmt::Debug for SigningKey {
         f.write_str(match self {
             Self::Rsa(_) => "SigningKey::Rsa([redacted])",
             Self::EcP256(_) => "SigningKey::EcP256([redacted])",
+            Self::EcP384(..) => "SigningKey::EcP384([redacted])",
         })
     }
 }
@@ -82,7 +83,7 @@ impl SigningKey {
     pub(super) fn algorithm(&self) -> &'static str {
         match self {
             Self::Rsa(_) => "AWS4-X509-RSA-SHA256",
-            Self::EcP256(_) => "AWS4-X509-ECDSA-SHA256",
+            Self::EcP256(_) | Self::EcP384(..) => "AWS4-X509-ECDSA-SHA256",
         }
     }
 
@@ -107,6 +108,15 @@ impl SigningKey {
                 .expect("an EC key aws-lc-rs accepted signs")
                 .as_ref()
                 .to_vec(),
+            Self::EcP384(key, _) => {
+                use p384::ecdsa::signature::hazmat::PrehashSigner as _;
+                use sha2::Digest as _;
+                let prehash = sha2::Sha256::digest(message);
+                let signature: p384::ecdsa::DerSignature = key
+                    .sign_prehash(&prehash)
+                    .expect("a P-384 key signs a 32-byte prehash");
+                signature.as_bytes().to_vec()
+            }
         }
     }
 
@@ -116,6 +126,7 @@ impl SigningKey {
         match self {
             Self::Rsa(key) => key.public_key().as_ref(),
             Self::EcP256(key) => key.public_key().as_ref(),
+            Self::EcP384(_, public) => public,
         }
     }
 }
@@ -275,12 +286,18 @@ fn signing_key(path: &Path) -> Result<SigningKey, IdentityError> {
         if let Ok(key) = EcdsaKeyPair::from_private_key_der(&ECDSA_P256_SHA256_ASN1_SIGNING, der) {
             return Ok(SigningKey::EcP256(key));
         }
-        if EcdsaKeyPair::from_private_key_der(&ECDSA_P384_SHA384_ASN1_SIGNING, der).is_ok() {
-            return Err(unsupported(
-                "holds an EC P-384 key, which this version does not sign with (SHA-256 on P-384)",
-            ));
+        use p384::pkcs8::DecodePrivateKey as _;
+        let p384 = p384::SecretKey::from_sec1_der(der)
+            .ok()
+            .or_else(|| p384::SecretKey::from_pkcs8_der(der).ok());
+        if let Some(secret) = p384 {
+            let key = p384::ecdsa::SigningKey::from(&secret);
+            let public = key.verifying_key().to_sec1_point(false).as_bytes().to_vec();
+            return Ok(SigningKey::EcP384(key, public));
         }
-        Err(unsupported("holds an EC key on a curve other than P-256"))
+        Err(unsupported(
+            "holds an EC key on a curve other than P-256 and P-384",
+        ))
     };
     match &der {
         PrivateKeyDer::Pkcs1(key) => RsaKeyPair::from_der(key.secret_pkcs1_der())
@@ -295,7 +312,7 @@ fn signing_key(path: &Path) -> Result<SigningKey, IdentityError> {
                     IdentityError::UnsupportedKey { why, .. }
                         if why.starts_with("holds an EC key on") =>
                     {
-                        unsupported("holds a PKCS#8 key that is neither RSA nor EC P-256 (Ed25519, DSA and others are not taken)")
+                        unsupported("holds a PKCS#8 key that is neither RSA nor EC P-256 or P-384 (Ed25519, DSA and others are not taken)")
                     }
                     e => e,
                 }),
