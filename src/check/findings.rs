@@ -239,7 +239,7 @@ pub fn secret_findings(
         state.due = Some(Due::Missing.to_string());
         return state;
     };
-    match write::can_write(secret) {
+    match write::can_write(secret, policy) {
         Ok(()) => {}
         Err(SecretError::WrongType { found, .. }) => {
             state.findings.push(Finding::WrongType(found));
@@ -375,6 +375,7 @@ mod tests {
         let configured: Vec<RegistryHost> = vec![HOST.parse().unwrap()];
         let policy = |renew_hours: u32| Policy {
             renew_before: HOUR * renew_hours,
+            install: None,
             registries: Registries::Configured(&configured),
         };
         let fresh = ours(&[HOST], &at(11));
@@ -548,6 +549,7 @@ mod tests {
         let configured: Vec<RegistryHost> = vec![HOST.parse().unwrap()];
         let policy = Policy {
             renew_before: HOUR * 8,
+            install: None,
             registries: Registries::Configured(&configured),
         };
         let fresh = ours(&[HOST], &at(11));
@@ -581,6 +583,7 @@ mod tests {
         let configured: Vec<RegistryHost> = vec![HOST.parse().unwrap()];
         let policy = Policy {
             renew_before: HOUR * 8,
+            install: None,
             registries: Registries::Configured(&configured),
         };
         let scoped = edited(
@@ -601,6 +604,7 @@ mod tests {
                 .unwrap();
         let policy = Policy {
             renew_before: HOUR * 8,
+            install: None,
             registries: Registries::Configured(&configured),
         };
         let state = secret_findings(Some(&ours(&[HOST], &at(11))), &policy, now());
@@ -619,6 +623,7 @@ mod tests {
     fn without_configured_registries_an_unrecorded_entry_in_the_region_is_not_no_entry() {
         let own = Policy {
             renew_before: HOUR * 8,
+            install: None,
             registries: Registries::Own {
                 region: Some("us-east-1"),
                 dual_stack: false,

@@ -2,7 +2,8 @@
 //! "can its pods pull from ECR right now?". The configuration is a refresh's; nothing is
 //! written (no Secret, no ServiceAccount, no Event) and no ECR token is fetched.
 //!
-//! Per namespace it sends: a GET of the Secret, a LIST of the pods that are not finished
+//! Per namespace it sends: a GET of the Secret (none when the run reads every Secret in one
+//! list: run::reads), a LIST of the pods that are not finished
 //! (`status.phase` neither Succeeded nor Failed; one request per 500 pods), and a GET of each
 //! ServiceAccount that pods using ECR run as without listing the Secret themselves. With
 //! ECR_REFRESH_VERIFY_LOGIN=true, one HEAD of a manifest per registry host and stored
@@ -29,7 +30,6 @@ use crate::aws::credentials::roles_anywhere::certificate_expiry;
 use crate::aws::registry::RegistryHost;
 use crate::aws::sdk;
 use crate::cluster::client;
-use crate::cluster::namespaces::{Candidate, Pages};
 use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
@@ -38,6 +38,7 @@ use crate::report::exit;
 use crate::run::Rules;
 use crate::run::end::{Finished, NOTHING_SELECTED, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
+use crate::run::reads::{Read, Reads, Work};
 use crate::run::stop::Stop;
 pub use findings::{Finding, Group};
 use findings::{SecretState, secret_findings};
@@ -179,8 +180,8 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
         concurrency: config.concurrency,
         done: "checked",
     };
-    let visit = |candidate: Candidate| async {
-        Ok::<_, Infallible>(check_namespace(&shared, candidate.name).await)
+    let visit = |work: Work| async {
+        Ok::<_, Infallible>(check_namespace(&shared, work.candidate.name, work.secret).await)
     };
     let count = |tally: &mut Tally, visit: Visit<Checked>| match visit {
         Visit::Done(checked) => record(tally, checked),
@@ -228,7 +229,7 @@ fn log_credentials(config: &Config) {
 
 /// The region, the cluster and the first namespace page: what a check needs before its first
 /// namespace.
-async fn prepare(config: &Config) -> Result<(Shared<'_>, Pages<'_>, Vec<Candidate>), Unavailable> {
+async fn prepare(config: &Config) -> Result<(Shared<'_>, Reads<'_>, Vec<Work>), Unavailable> {
     let region = if config.registries.is_empty() {
         Some(sdk::region().await.ok_or(Unavailable::NoRegion)?)
     } else {
@@ -236,10 +237,16 @@ async fn prepare(config: &Config) -> Result<(Shared<'_>, Pages<'_>, Vec<Candidat
     };
     let (client, url) = client::connect().await?;
     let version = client::check(&client, &url).await?;
-    info!(api_server = %url, %version, mode = "check", "connected");
+    // The ServiceAccounts a check reads are those its pods run as: one GET each, as needed.
+    let (mut pages, refused) =
+        Reads::open(client.clone(), &config.selection, &config.secret_name, &[]).await;
+    info!(api_server = %url, %version, mode = "check", read = pages.path().as_str(), "connected");
+    if let Some(e) = refused {
+        warn!(error = %e, "the Secrets are read one namespace at a time: grant the check's ServiceAccount \
+            list on the Secret's name (resourceNames; see manifests/) to read them in one list");
+    }
     log_credentials(config);
-    let mut pages = Pages::new(client.clone(), &config.selection);
-    let first = pages.next().await.transpose()?.unwrap_or_default();
+    let first = pages.first().await?;
     let shared = Shared {
         config,
         client,
@@ -307,12 +314,16 @@ fn managed(config: &Config, region: Option<&str>, secret: Option<&Secret>) -> Ma
     }
 }
 
-async fn check_namespace(shared: &Shared<'_>, namespace: String) -> Checked {
+async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secret>) -> Checked {
     let config = shared.config;
     let secret_name = config.secret_name.as_str();
     let mut findings = Vec::new();
     let secrets: Api<Secret> = Api::namespaced(shared.client.clone(), &namespace);
-    let (secret, state) = match retry::send("get secret", || secrets.get_opt(secret_name)).await {
+    let read = match read {
+        Read::Listed(listed) => Ok(listed),
+        Read::ByName => retry::send("get secret", || secrets.get_opt(secret_name)).await,
+    };
+    let (secret, state) = match read {
         Ok(secret) => {
             let state = secret_findings(secret.as_ref(), &shared.rules.policy(), SystemTime::now());
             (secret, state)

@@ -54,6 +54,7 @@ pub const UNREADABLE: &str = "UnreadableSecret";
 pub const FORBIDDEN: &str = "Forbidden";
 pub const REFRESH_FAILED: &str = "RefreshFailed";
 pub const CONTENDED: &str = "RefreshContended";
+pub const OTHER_INSTALL: &str = "WrittenByOtherInstall";
 
 /// Every `reason` a run's Events carry, with what it means: the reference page is made from it.
 pub const REASONS: &[(&str, &str)] = &[
@@ -82,6 +83,10 @@ pub const REASONS: &[(&str, &str)] = &[
     (
         CONTENDED,
         "someone else kept changing the Secret between our read and our write",
+    ),
+    (
+        OTHER_INSTALL,
+        "another install of ecr-refresh wrote the Secret, with registries this one does not write; it was left untouched",
     ),
     (
         SERVICE_ACCOUNT_FAILED,

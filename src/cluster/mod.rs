@@ -1,5 +1,7 @@
-//! The Kubernetes side: the API client and its retry, namespace selection, object names, Events.
+//! The Kubernetes side: the API client and its retry, namespace selection, the lists of one name
+//! in every namespace, object names, Events.
 
+pub mod by_name;
 pub mod client;
 pub mod events;
 pub mod names;

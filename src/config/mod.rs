@@ -22,6 +22,7 @@ use crate::aws::registry::RegistryHost;
 use crate::cluster::names::{NamespaceName, SecretName, ServiceAccountName};
 use crate::glob::Glob;
 use crate::logging::LogFormat;
+use crate::pull_secret::install::Install;
 
 use crate::cluster::selection::{Include, LabelSelector, Selection};
 use pushgateway::{GroupingLabels, Pushgateway, PushgatewayUrl};
@@ -130,6 +131,9 @@ pub struct Config {
     pub assume_role: Option<AssumeRole>,
     /// IAM Roles Anywhere as the base credentials; None: the SDK's default sources.
     pub roles_anywhere: Option<RolesAnywhere>,
+    /// ECR_REFRESH_INSTALL: the name this install records on the Secrets it writes; None: the
+    /// pod's ServiceAccount, found at run time (`Install::in_cluster`).
+    pub install: Option<Install>,
 }
 
 /// The variables as envy reads them, before parsing.
@@ -156,6 +160,7 @@ struct Raw {
     assume_role_arn: Option<String>,
     assume_role_external_id: Option<String>,
     assume_role_session_name: Option<String>,
+    install: Option<String>,
     #[serde(flatten)]
     roles_anywhere: roles_anywhere::Raw,
 }
@@ -289,6 +294,7 @@ impl Config {
             || DEFAULT_RENEW_BEFORE,
         )?;
         let termination_log = raw.termination_log.map(PathBuf::from);
+        let install = parse_opt("ECR_REFRESH_INSTALL", raw.install, Install::from_str)?;
         let assume_role = parse_assume_role(
             raw.assume_role_arn,
             raw.assume_role_external_id,
@@ -317,6 +323,7 @@ impl Config {
             renew_before,
             assume_role,
             roles_anywhere,
+            install,
         })
     }
 }

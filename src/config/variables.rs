@@ -29,9 +29,15 @@ pub const VARIABLES: &[Variable] = &[
         accepted: "a DNS subdomain name (lowercase letters, digits, '-' and '.', at most 253 characters)",
     },
     Variable {
+        name: "ECR_REFRESH_INSTALL",
+        default: "the pod's ServiceAccount, as <namespace>/<name>",
+        meaning: "this install's name, recorded on each Secret it writes (ecr-refresh/install); a Secret another install wrote, holding registries this one does not write, is refused and left as it is (give each install its own ECR_REFRESH_SECRET_NAME)",
+        accepted: "1 to 253 letters, digits, '-', '.', '_', '/' or ':'",
+    },
+    Variable {
         name: "ECR_REFRESH_NAMESPACES",
         default: "all",
-        meaning: "comma-separated namespace names and globs (* and ?); literal names need no namespace list",
+        meaning: "comma-separated namespace names and globs (* and ?); literal names need no namespace list, and their Secrets are read by name (per-namespace)",
         accepted: "all, or comma-separated names and globs",
     },
     Variable {

@@ -13,6 +13,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::aws::registry::{RegistryHost, normalize};
 use crate::pull_secret::docker_config::{self, UnreadableDockerConfig, is_entry_for};
+use crate::pull_secret::install::Install;
 use crate::pull_secret::{
     DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, REGISTRIES_ANNOTATION, last_applied_holds_ours,
 };
@@ -44,6 +45,9 @@ pub struct Policy<'a> {
     /// ECR_REFRESH_RENEW_BEFORE: due once its token has less than this left.
     pub renew_before: Duration,
     pub registries: Registries<'a>,
+    /// The name this install records (`install::Install`): a Secret another install wrote for
+    /// registries this one does not write is not ours to write.
+    pub install: Option<&'a Install>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -534,6 +538,7 @@ mod tests {
         let configured = hosts(&[A]);
         let policy = Policy {
             renew_before: HOUR * 8,
+            install: None,
             registries: Registries::Configured(&configured),
         };
         let fresh = ours(&[A], &at(11));
@@ -573,6 +578,7 @@ mod tests {
         fn policy(renew_hours: u32, configured: &[RegistryHost]) -> Policy<'_> {
             Policy {
                 renew_before: HOUR * renew_hours,
+                install: None,
                 registries: Registries::Configured(configured),
             }
         }
@@ -772,6 +778,7 @@ mod tests {
     fn without_configured_registries_one_recorded_host_in_the_region_is_fresh() {
         let own = |region| Policy {
             renew_before: HOUR * 8,
+            install: None,
             registries: Registries::Own {
                 region,
                 dual_stack: false,
@@ -829,6 +836,7 @@ mod tests {
         const TWIN: &str = "111111111111.dkr-ecr.us-east-1.on.aws";
         let own = |dual_stack| Policy {
             renew_before: HOUR * 8,
+            install: None,
             registries: Registries::Own {
                 region: Some("us-east-1"),
                 dual_stack,

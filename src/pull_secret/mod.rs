@@ -5,6 +5,7 @@
 
 pub mod docker_config;
 pub mod due;
+pub mod install;
 pub mod keyring;
 pub mod service_accounts;
 pub mod write;

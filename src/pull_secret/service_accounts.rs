@@ -37,12 +37,14 @@ pub enum AccountError {
     Contended { account: String },
 }
 
-/// Makes sure the ServiceAccount lists the Secret in imagePullSecrets, exactly once.
+/// Makes sure the ServiceAccount lists the Secret in imagePullSecrets, exactly once. `first`:
+/// what a list showed of it (None: read it first).
 pub async fn attach(
     api: &Api<ServiceAccount>,
     account: &ServiceAccountName,
     secret: &SecretName,
     dry_run: bool,
+    mut first: Option<Option<ServiceAccount>>,
 ) -> Result<AccountOutcome, AccountError> {
     let name = account.as_str();
     let fail = |action: &'static str, source: RequestError| {
@@ -61,10 +63,13 @@ pub async fn attach(
         }
     };
     for _ in 0..ATTEMPTS {
-        let Some(current) = retry::send("get serviceaccount", || api.get_opt(name))
-            .await
-            .map_err(|e| fail("read", e))?
-        else {
+        let read = match first.take() {
+            Some(listed) => listed,
+            None => retry::send("get serviceaccount", || api.get_opt(name))
+                .await
+                .map_err(|e| fail("read", e))?,
+        };
+        let Some(current) = read else {
             return Ok(AccountOutcome::Missing);
         };
         let entries = current.image_pull_secrets.as_deref();

@@ -18,11 +18,13 @@ use kube::api::{Patch, PatchParams, PostParams};
 use tracing::debug;
 
 use crate::aws::ecr::Credential;
+use crate::aws::registry::RegistryHost;
 use crate::cluster::events;
 use crate::cluster::names::SecretName;
 use crate::cluster::retry::{self, RequestError};
 use crate::pull_secret::docker_config::{self, UnreadableDockerConfig};
-use crate::pull_secret::due::{self, Decision, Policy};
+use crate::pull_secret::due::{self, Decision, Policy, Registries};
+use crate::pull_secret::install::{self, INSTALL_ANNOTATION, Install, OtherInstall};
 use crate::report::Outcome;
 
 pub use crate::pull_secret::{
@@ -42,6 +44,8 @@ pub struct Desired<'a> {
     /// The same moment as a time, for the metrics (None if ECR gave none we can read).
     pub expiry: Option<SystemTime>,
     pub dry_run: bool,
+    /// The name recorded in `ecr-refresh/install`.
+    pub install: Option<&'a Install>,
 }
 
 /// Why a namespace was not written, when that is not a failure.
@@ -170,6 +174,19 @@ pub enum SecretError {
         source: RequestError,
     },
     #[error(
+        "the Secret holds entries for {hosts} that install {install} wrote (annotation {INSTALL_ANNOTATION}), \
+         registries this install does not write; two installs writing one Secret name undo each other's entries, \
+         so ecr-refresh left it untouched: give each install its own ECR_REFRESH_SECRET_NAME, or, if {install} \
+         is gone for good, remove that annotation (kubectl annotate secret <name> {INSTALL_ANNOTATION}-) so \
+         this install takes the Secret over and drops those entries",
+        hosts = .hosts.join(",")
+    )]
+    OtherInstall {
+        install: String,
+        hosts: Vec<String>,
+        uid: Option<String>,
+    },
+    #[error(
         "the Secret kept changing under us: gave up after {ATTEMPTS} attempts; the next run tries again"
     )]
     Contended,
@@ -185,13 +202,16 @@ impl SecretError {
             Self::Forbidden { .. } => events::FORBIDDEN,
             Self::Request { .. } => events::REFRESH_FAILED,
             Self::Contended => events::CONTENDED,
+            Self::OtherInstall { .. } => events::OTHER_INSTALL,
         }
     }
 
     /// The uid of the Secret the error is about, when it was read.
     pub fn uid(&self) -> Option<&str> {
         match self {
-            Self::WrongType { uid, .. } | Self::Immutable { uid } => uid.as_deref(),
+            Self::WrongType { uid, .. }
+            | Self::Immutable { uid }
+            | Self::OtherInstall { uid, .. } => uid.as_deref(),
             _ => None,
         }
     }
@@ -226,20 +246,42 @@ pub fn judge(
     now: SystemTime,
 ) -> Result<Read, SecretError> {
     if let Some(current) = &current {
-        can_write(current)?;
+        can_write(current, policy)?;
     }
     let decision = due::decide(current.as_ref(), policy, now);
     Ok(Read { current, decision })
 }
 
-/// Whether a write could fix the Secret: not if it has another type, is immutable, or holds a
-/// value that does not read. A refresh fails such a namespace; a check reports it.
-pub fn can_write(current: &Secret) -> Result<(), SecretError> {
+/// Whether a write could fix the Secret: not if it has another type, is immutable, holds a
+/// value that does not read, or holds another install's entries for registries the policy's
+/// configuration does not write. A refresh fails such a namespace; a check reports it. (With no
+/// registries configured, the hosts are known from ECR's answer: the write asks again then.)
+pub fn can_write(current: &Secret, policy: &Policy<'_>) -> Result<(), SecretError> {
     writable(current)?;
     if let Some(value) = current.data.as_ref().and_then(|d| d.get(DATA_KEY)) {
         docker_config::auths_keys(&value.0)?;
     }
+    if let Registries::Configured(hosts) = policy.registries {
+        let hosts: Vec<&str> = hosts.iter().map(RegistryHost::host).collect();
+        not_another_installs(current, policy.install, &hosts)?;
+    }
     Ok(())
+}
+
+/// Refuses a Secret holding another install's entries for registries outside `writes`.
+fn not_another_installs(
+    current: &Secret,
+    ours: Option<&Install>,
+    writes: &[&str],
+) -> Result<(), SecretError> {
+    match install::other_install(current, ours, writes) {
+        None => Ok(()),
+        Some(OtherInstall { install, hosts }) => Err(SecretError::OtherInstall {
+            install,
+            hosts,
+            uid: current.metadata.uid.clone(),
+        }),
+    }
 }
 
 /// Writes the pull Secret in `namespace`, the one `api` is scoped to, starting from `first`,
@@ -376,6 +418,7 @@ async fn update(
     current: &Secret,
 ) -> Result<Updated, SecretError> {
     writable(current)?;
+    not_another_installs(current, desired.install, &desired.hosts())?;
     let previously_ours: Vec<String> = current
         .metadata
         .annotations
@@ -528,11 +571,20 @@ fn body(
                 MANAGED_BY_LABEL.to_owned(),
                 FIELD_MANAGER.to_owned(),
             )])),
-            annotations: Some(BTreeMap::from([
-                (REGISTRIES_ANNOTATION.to_owned(), registries.join(",")),
-                (EXPIRES_ANNOTATION.to_owned(), desired.expires_at.clone()),
-                (DIGEST_ANNOTATION.to_owned(), digest),
-            ])),
+            annotations: Some(
+                [
+                    (REGISTRIES_ANNOTATION.to_owned(), registries.join(",")),
+                    (EXPIRES_ANNOTATION.to_owned(), desired.expires_at.clone()),
+                    (DIGEST_ANNOTATION.to_owned(), digest),
+                ]
+                .into_iter()
+                .chain(
+                    desired
+                        .install
+                        .map(|i| (INSTALL_ANNOTATION.to_owned(), i.as_str().to_owned())),
+                )
+                .collect(),
+            ),
             ..ObjectMeta::default()
         },
         type_: Some(SECRET_TYPE.to_owned()),

@@ -1,5 +1,6 @@
 //! One run: the cluster, then every selected namespace, ECR_REFRESH_CONCURRENCY at a time, as
-//! the namespace pages arrive: each Secret is read, and written only if it is due, with tokens
+//! the namespace pages arrive: each Secret is read (one list for all, or a GET each: run::reads),
+//! and written only if it is due, with tokens
 //! fetched when the first namespace turns out to be due. Then the summary and the exit code.
 
 mod lines;
@@ -14,10 +15,10 @@ use aws_config::SdkConfig;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::{Api, Client};
 use tokio::sync::OnceCell;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::aws::credentials::roles_anywhere::certificate_expiry;
-use crate::cluster::namespaces::{Candidate, Origin, Pages};
+use crate::cluster::namespaces::Origin;
 use crate::cluster::{client, events};
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
@@ -29,6 +30,7 @@ use crate::report::{AccountOutcome, Outcome, Report, Summary};
 use crate::run::Rules;
 use crate::run::end::{Finished, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
+use crate::run::reads::{Read, Reads, Work};
 use crate::run::stop::SHUTDOWN_GRACE;
 use crate::run::stop::Stop;
 use lines::{log_left_undone, log_summary, log_written};
@@ -96,8 +98,8 @@ pub async fn run(
 struct Prepared<'a> {
     sdk: SdkConfig,
     client: Client,
-    pages: Pages<'a>,
-    first: Vec<Candidate>,
+    pages: Reads<'a>,
+    first: Vec<Work>,
 }
 
 /// What one namespace needs besides its name.
@@ -181,11 +183,21 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
     }
     let (client, url) = client::connect().await?;
     let version = client::check(&client, &url).await?;
-    info!(api_server = %url, %version, dry_run = config.dry_run, "connected");
+    let (mut pages, refused) = Reads::open(
+        client.clone(),
+        &config.selection,
+        &config.secret_name,
+        &config.service_accounts,
+    )
+    .await;
+    info!(api_server = %url, %version, dry_run = config.dry_run, read = pages.path().as_str(), "connected");
+    if let Some(e) = refused {
+        warn!(error = %e, "the Secrets are read one namespace at a time: grant ecr-refresh's ServiceAccount \
+            list on the Secret's name (resourceNames; see manifests/) to read them in one list");
+    }
 
     // The first page decides whether the cluster lets us in at all: nothing is written before it.
-    let mut pages = Pages::new(client.clone(), &config.selection);
-    let first = pages.next().await.transpose()?.unwrap_or_default();
+    let first = pages.first().await?;
     Ok(Prepared {
         sdk,
         client,
@@ -198,8 +210,8 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
 /// with the error, if the tokens cannot be had: nothing has been written then, and nothing is.
 async fn refresh_all(
     shared: &Shared<'_>,
-    pages: Pages<'_>,
-    first: Vec<Candidate>,
+    pages: Reads<'_>,
+    first: Vec<Work>,
 ) -> Result<Report, Arc<TokenError>> {
     let config = shared.config;
     let secret = config.secret_name.as_str();
@@ -235,7 +247,7 @@ async fn refresh_all(
     };
     // A token failure drops the list and every namespace in flight: none of them can have
     // written, since a write needs the tokens.
-    let visit = |candidate| refresh_namespace(shared, candidate);
+    let visit = |work| refresh_namespace(shared, work);
     let (mut report, listing_incomplete) =
         each_namespace(pages, first, driver, visit, record, Report::default()).await?;
     report.listing_incomplete = listing_incomplete;
@@ -282,10 +294,12 @@ impl Done {
 }
 
 /// One namespace: skipped when it is being deleted or does not exist, else written.
-async fn refresh_namespace(
-    shared: &Shared<'_>,
-    candidate: Candidate,
-) -> Result<Done, Arc<TokenError>> {
+async fn refresh_namespace(shared: &Shared<'_>, work: Work) -> Result<Done, Arc<TokenError>> {
+    let Work {
+        candidate,
+        secret: read,
+        accounts,
+    } = work;
     let namespace = candidate.name;
     let secret = shared.config.secret_name.as_str();
     // A namespace being deleted takes its Secret with it; one named but not there has none.
@@ -298,7 +312,7 @@ async fn refresh_namespace(
         log_written(&namespace, secret, &Written::skipped(reason), "", "");
         return Ok(Done::skipped(namespace, reason));
     }
-    write_namespace(shared, &namespace, candidate.origin).await
+    write_namespace(shared, &namespace, candidate.origin, read, accounts).await
 }
 
 /// Why one namespace's Secret was not refreshed.
@@ -323,12 +337,16 @@ async fn refresh_secret(
     shared: &Shared<'_>,
     namespace: &str,
     origin: Origin,
+    read: Read<Secret>,
 ) -> Result<Written, NotDone> {
     let config = shared.config;
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
-    let current = write::get(&api, &config.secret_name)
-        .await
-        .map_err(|e| NotDone::Failed(e, Seen::default()))?;
+    let current = match read {
+        Read::Listed(listed) => listed,
+        Read::ByName => write::get(&api, &config.secret_name)
+            .await
+            .map_err(|e| NotDone::Failed(e, Seen::default()))?,
+    };
     let seen = Seen {
         read: true,
         uid: current.as_ref().and_then(|s| s.metadata.uid.clone()),
@@ -355,7 +373,7 @@ async fn refresh_secret(
     // A namespace in flight when the run stops still gets its tokens and its write, within
     // the shutdown grace, as any write in flight.
     let fetched = shared.tokens.get().await.map_err(NotDone::Tokens)?;
-    let desired = fetched.desired(config);
+    let desired = fetched.desired(config, shared.policy.install);
     let mut written = write::write(&api, namespace, &desired, read.current)
         .await
         .map_err(failed)?;
@@ -374,10 +392,12 @@ async fn write_namespace(
     shared: &Shared<'_>,
     namespace: &str,
     origin: Origin,
+    read: Read<Secret>,
+    account_reads: Vec<Read<ServiceAccount>>,
 ) -> Result<Done, Arc<TokenError>> {
     let config = shared.config;
     let secret = config.secret_name.as_str();
-    let written = match refresh_secret(shared, namespace, origin).await {
+    let written = match refresh_secret(shared, namespace, origin, read).await {
         Ok(written) => written,
         Err(NotDone::Tokens(e)) => return Err(e),
         Err(NotDone::Failed(e, seen)) => {
@@ -405,17 +425,20 @@ async fn write_namespace(
     // Secret was written gets it within a run.
     if written.outcome != Outcome::Skipped {
         let api: Api<ServiceAccount> = Api::namespaced(shared.client.clone(), namespace);
-        for account in &config.service_accounts {
-            let outcome =
-                match service_accounts::attach(&api, account, &config.secret_name, config.dry_run)
-                    .await
-                {
-                    Ok(outcome) => outcome,
-                    Err(e) => {
-                        account_errors.push(e.to_string());
-                        AccountOutcome::Failed
-                    }
-                };
+        for (account, read) in config.service_accounts.iter().zip(account_reads) {
+            let first = match read {
+                Read::Listed(listed) => Some(listed),
+                Read::ByName => None,
+            };
+            let attached =
+                service_accounts::attach(&api, account, &config.secret_name, config.dry_run, first);
+            let outcome = match attached.await {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    account_errors.push(e.to_string());
+                    AccountOutcome::Failed
+                }
+            };
             if outcome == AccountOutcome::Added
                 && let Ok(mut added) = shared.accounts_added.lock()
             {

@@ -9,6 +9,7 @@ use tracing::info;
 
 use crate::aws::{ecr, login};
 use crate::config::Config;
+use crate::pull_secret::install::Install;
 use crate::pull_secret::write::Desired;
 pub use crate::run::end::TokenError;
 
@@ -61,7 +62,7 @@ impl Tokens<'_> {
 }
 
 impl Fetched {
-    pub fn desired<'a>(&'a self, config: &'a Config) -> Desired<'a> {
+    pub fn desired<'a>(&'a self, config: &'a Config, install: Option<&'a Install>) -> Desired<'a> {
         Desired {
             name: &config.secret_name,
             credentials: self.tokens.credentials(),
@@ -73,6 +74,7 @@ impl Fetched {
                 .min()
                 .map(|at| whole_seconds(*at)),
             dry_run: config.dry_run,
+            install,
         }
     }
 }

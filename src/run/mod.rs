@@ -1,15 +1,17 @@
 //! What the two modes share: the rules a Secret is judged by (a refresh writes a Secret they
-//! call due; a check reports it), the stop, the namespace driver over the list pages, and the
-//! end of a run.
+//! call due; a check reports it), the stop, how the Secrets are read (one list, or a read per
+//! namespace), the namespace driver over the list pages, and the end of a run.
 
 pub mod end;
 pub mod pages;
+pub mod reads;
 pub mod stop;
 
 use crate::aws::ecr;
 use crate::aws::registry::RegistryHost;
 use crate::config::Config;
 use crate::pull_secret::due::{Policy, Registries};
+use crate::pull_secret::install::Install;
 
 /// The configuration's rules for a Secret, as both modes judge it.
 pub struct Rules<'a> {
@@ -18,6 +20,8 @@ pub struct Rules<'a> {
     written: Vec<RegistryHost>,
     /// AWS_REGION: where the caller's own registry is, when none is configured.
     region: Option<String>,
+    /// ECR_REFRESH_INSTALL, or the pod's ServiceAccount.
+    install: Option<Install>,
 }
 
 impl<'a> Rules<'a> {
@@ -25,10 +29,12 @@ impl<'a> Rules<'a> {
         let written = ecr::with_twins(config.registries.clone(), config.dual_stack).expect(
             "Config::from_env refuses DUAL_STACK for a configured registry without a dual-stack form",
         );
+        let install = config.install.clone().or_else(Install::in_cluster);
         Self {
             config,
             written,
             region,
+            install,
         }
     }
 
@@ -44,6 +50,12 @@ impl<'a> Rules<'a> {
         Policy {
             renew_before: self.config.renew_before,
             registries,
+            install: self.install.as_ref(),
         }
+    }
+
+    /// The name this install records on the Secrets it writes.
+    pub fn install(&self) -> Option<&Install> {
+        self.install.as_ref()
     }
 }

@@ -1,5 +1,5 @@
 //! The namespace driver of both modes: every selected namespace, ECR_REFRESH_CONCURRENCY at a
-//! time, as the list pages arrive. Once the run is stopping nothing new starts, and what is in
+//! time, as the list pages arrive (`reads`: with what the lists showed of it). Once the run is stopping nothing new starts, and what is in
 //! flight when the shutdown grace runs out is abandoned.
 
 use std::future::Future;
@@ -8,8 +8,8 @@ use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 use tracing::{error, warn};
 
+use super::reads::{Reads, Work};
 use super::stop::Stop;
-use crate::cluster::namespaces::{Candidate, Pages};
 
 /// What became of one selected namespace.
 pub enum Visit<T> {
@@ -31,19 +31,19 @@ pub struct Driver<'a> {
     pub done: &'static str,
 }
 
-/// Every namespace of `first` and the pages after it, through `visit`, each result handed to
+/// Every namespace of `first` and the batches after it, through `visit`, each result handed to
 /// `record`. Ends at once with `visit`'s error, dropping what is in flight. Returns the
 /// record, and whether the namespace list was incomplete.
 pub async fn each_namespace<T, E, R, F, Fut>(
-    mut pages: Pages<'_>,
-    first: Vec<Candidate>,
+    mut pages: Reads<'_>,
+    first: Vec<Work>,
     driver: Driver<'_>,
     visit: F,
     mut record: impl FnMut(&mut R, Visit<T>),
     mut recorded: R,
 ) -> Result<(R, bool), E>
 where
-    F: Fn(Candidate) -> Fut,
+    F: Fn(Work) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
     let Driver {
@@ -51,23 +51,28 @@ where
         concurrency,
         done,
     } = driver;
-    let (mut tx, rx) = mpsc::channel::<Candidate>(concurrency);
+    let (mut tx, rx) = mpsc::channel::<Work>(concurrency);
 
     let producer = async move {
         let mut undone: Vec<String> = Vec::new();
         let mut listing_incomplete = false;
         let mut page = Some(first);
         while let Some(candidates) = page.take() {
-            for candidate in candidates {
+            for work in candidates {
                 if stop.reason().is_some() {
-                    undone.push(candidate.name);
-                } else if let Err(e) = tx.send(candidate.clone()).await {
-                    // The consumer is gone, which a panic would do: count it anyway.
-                    error!(error = %e, "namespace queue closed");
-                    undone.push(candidate.name);
+                    undone.push(work.candidate.name);
+                } else {
+                    let name = work.candidate.name.clone();
+                    if let Err(e) = tx.send(work).await {
+                        // The consumer is gone, which a panic would do: count it anyway.
+                        error!(error = %e, "namespace queue closed");
+                        undone.push(name);
+                    }
                 }
             }
             if let Some(reason) = stop.reason() {
+                // Namespaces the list path knows and has not handed out are undone.
+                undone.extend(pages.left());
                 if pages.has_more() {
                     listing_incomplete = true;
                     warn!(reason, "the namespace list was not read to its end");
@@ -78,6 +83,7 @@ where
                 next = pages.next() => next,
                 () = stop.abandoned() => {
                     warn!("the namespace list was not read to its end: the shutdown grace ran out");
+                    undone.extend(pages.left());
                     listing_incomplete = true;
                     break;
                 }
@@ -92,20 +98,20 @@ where
             }
         }
         drop(tx);
-        Ok((undone, listing_incomplete))
+        Ok((undone, listing_incomplete || pages.incomplete()))
     };
 
     let record_ = &mut record;
     let recorded_ = &mut recorded;
     let consumer = async move {
         let mut visits = rx
-            .map(|candidate| async {
+            .map(|work| async {
                 if stop.reason().is_some() {
-                    return Ok(Visit::Undone(candidate.name));
+                    return Ok(Visit::Undone(work.candidate.name));
                 }
-                let name = candidate.name.clone();
+                let name = work.candidate.name.clone();
                 tokio::select! {
-                    done = visit(candidate) => done.map(Visit::Done),
+                    done = visit(work) => done.map(Visit::Done),
                     () = stop.abandoned() => Ok(Visit::Abandoned(name)),
                 }
             })

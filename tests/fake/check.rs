@@ -595,7 +595,7 @@ fn a_check_without_pod_rights_checks_the_secrets_and_says_once_that_pods_were_no
 }
 
 #[test]
-fn a_thousand_namespaces_with_ten_pods_each_are_checked_within_twice_the_requests_needed() {
+fn a_thousand_namespaces_with_ten_pods_each_are_checked_with_the_requests_needed_and_no_more() {
     let h = Harness::with(FakeCluster::builder().without_request_log().start());
     let names: Vec<String> = (0..1000).map(|i| format!("team-{i:04}")).collect();
     let image = format!("{REGISTRY}/web:1");
@@ -617,14 +617,12 @@ fn a_thousand_namespaces_with_ten_pods_each_are_checked_within_twice_the_request
 
     run.expect_code(1);
     let sent = h.cluster.request_count() - before;
-    // What a check must send: /version, 2 namespace pages of 500, and per namespace the
-    // Secret, one page of pods and the pods' ServiceAccount `default` (not wired here).
-    let needed = 1 + 2 + 1000 * 3;
+    // What a check must send: /version, 2 pages of the one Secret list, 2 namespace pages of
+    // 500, and per namespace one page of pods and the pods' ServiceAccount `default` (not
+    // wired here). A GET of each Secret made it 3,003 before the list.
+    let needed = 1 + 2 + 2 + 1000 * 2;
     eprintln!("1,000 namespaces x 10 pods: {sent} requests, {needed} needed");
-    assert!(
-        sent <= 2 * needed,
-        "{sent} requests, more than twice {needed}"
-    );
+    assert_eq!(sent, needed, "no Secret read one namespace at a time");
     assert_eq!(run.summary()["with_findings"], 1000);
     let line = run.line("team-0999");
     assert!(
@@ -1008,4 +1006,34 @@ fn a_selection_that_matches_nothing_is_a_warning_and_exit_1_in_both_modes() {
         "{message}"
     );
     assert!(!run.stdout.contains("every namespace can pull"));
+}
+
+#[test]
+fn a_check_refused_the_secret_list_reads_each_secret_by_name_with_the_same_findings() {
+    let h = Harness::new();
+    refreshed(&h, &["team-a"], &[]);
+    h.namespaces(&["team-b"]);
+    let by_list = check(&h, &[]);
+    h.cluster
+        .add_fault(fake_cluster::Fault::new("GET", "^/api/v1/secrets$", 403));
+    let before = h.cluster.requests().len();
+
+    let by_name = check(&h, &[]);
+
+    assert_eq!(by_list.lines[0]["read"], "list");
+    assert_eq!(by_name.lines[0]["read"], "per-namespace");
+    for run in [&by_list, &by_name] {
+        run.expect_code(1);
+        assert_eq!(run.outcome("team-a"), "ok");
+        assert_eq!(run.outcome("team-b"), "findings");
+    }
+    assert_eq!(
+        by_list.line("team-b")["findings"],
+        by_name.line("team-b")["findings"]
+    );
+    let gets = h.cluster.requests()[before..]
+        .iter()
+        .filter(|r| r.path.ends_with(&format!("/secrets/{SECRET}")))
+        .count();
+    assert_eq!(gets, 2, "one GET per namespace, after the refused list");
 }

@@ -87,11 +87,20 @@ fn a_second_run_with_renew_before_8h_writes_nothing_and_calls_ecr_0_times() {
         .iter()
         .filter(|r| r.path.ends_with(&format!("/secrets/{SECRET}")))
         .count();
-    assert_eq!(secret_gets, 3, "one read per namespace");
+    assert_eq!(secret_gets, 0, "no read per namespace");
+    let secret_lists: Vec<&Recorded> = requests
+        .iter()
+        .filter(|r| r.path == "/api/v1/secrets")
+        .collect();
+    assert_eq!(secret_lists.len(), 1, "every Secret read in one list");
+    assert_eq!(
+        secret_lists[0].query,
+        format!("&fieldSelector=metadata.name%3D{SECRET}&limit=500")
+    );
     assert_eq!(
         requests.len(),
-        3 + 2,
-        "the reads, one list page and /version: {:?}",
+        3,
+        "one Secret list, one namespace page and /version: {:?}",
         requests.iter().map(|r| &r.path).collect::<Vec<_>>()
     );
     for ns in ["a", "b", "c"] {
@@ -573,4 +582,116 @@ fn an_exit_3_run_names_the_service_accounts_it_patched_before_the_token_failed()
         "{message}"
     );
     assert!(h.secret("new").is_none());
+}
+
+/// The reads of a run with nothing due, by kind: the one Secret list's pages, the
+/// namespace pages, the GETs of single Secrets, and every other request.
+fn read_counts(requests: &[Recorded]) -> (usize, usize, usize, usize) {
+    let lists = requests
+        .iter()
+        .filter(|r| r.path == "/api/v1/secrets")
+        .count();
+    let pages = requests
+        .iter()
+        .filter(|r| r.path == "/api/v1/namespaces")
+        .count();
+    let gets = requests
+        .iter()
+        .filter(|r| r.path.ends_with(&format!("/secrets/{SECRET}")))
+        .count();
+    (lists, pages, gets, requests.len() - lists - pages - gets)
+}
+
+#[test]
+fn nothing_due_in_1200_namespaces_costs_the_pages_of_two_lists_and_version() {
+    let h = Harness::new();
+    let names: Vec<String> = (0..1200).map(|i| format!("team-{i:04}")).collect();
+    for name in &names {
+        h.cluster.add_namespace(name, &[]);
+    }
+    h.run(&[RENEW_8H, ("RUST_LOG", "warn")]).expect_code(0);
+    let mark = h.cluster.requests().len();
+
+    let run = h.run(&[RENEW_8H]);
+
+    run.expect_code(0);
+    assert_eq!(run.lines[0]["message"], "connected");
+    assert_eq!(run.lines[0]["read"], "list", "the first line says the path");
+    assert_eq!(run.summary()["fresh"], 1200);
+    let requests = since(&h, mark);
+    assert_eq!(writes(&requests), Vec::<String>::new());
+    // 3 pages of 500 of each list, and /version: 10,000 namespaces are 21 and 20 pages.
+    assert_eq!(read_counts(&requests), (3, 3, 0, 1));
+}
+
+#[test]
+fn a_refused_secret_list_reads_each_namespace_once_by_name_and_says_so() {
+    let h = Harness::new();
+    h.namespaces(&["a", "b", "c"]);
+    h.run(&[RENEW_8H]).expect_code(0);
+    h.cluster
+        .add_fault(fake_cluster::Fault::new("GET", "^/api/v1/secrets$", 403));
+    let mark = h.cluster.requests().len();
+
+    let run = h.run(&[RENEW_8H]);
+
+    run.expect_code(0);
+    assert_eq!(run.lines[0]["read"], "per-namespace", "{:?}", run.lines[0]);
+    assert!(
+        run.lines.iter().any(|l| l["level"] == "WARN"
+            && l["message"]
+                .as_str()
+                .unwrap()
+                .contains("one namespace at a time")),
+        "the refusal is said once"
+    );
+    for ns in ["a", "b", "c"] {
+        assert_eq!(run.outcome(ns), "fresh");
+    }
+    let requests = since(&h, mark);
+    // One refused list (403 is not retried), then one GET per namespace: never both.
+    assert_eq!(read_counts(&requests), (1, 1, 3, 1));
+}
+
+#[test]
+fn literal_namespace_names_are_read_by_name_without_the_list() {
+    let h = Harness::new();
+    h.namespaces(&["a", "b"]);
+    h.run(&[RENEW_8H]).expect_code(0);
+    let mark = h.cluster.requests().len();
+
+    let run = h.run(&[RENEW_8H, ("ECR_REFRESH_NAMESPACES", "a,b")]);
+
+    run.expect_code(0);
+    assert_eq!(run.lines[0]["read"], "per-namespace");
+    assert_eq!(read_counts(&since(&h, mark)), (0, 0, 2, 1));
+}
+
+#[test]
+fn a_secret_list_whose_continue_token_expires_is_read_again_and_each_namespace_visited_once() {
+    let h = Harness::with(fake_cluster::FakeCluster::builder().max_page(2).start());
+    let names: Vec<String> = (0..5).map(|i| format!("ns-{i}")).collect();
+    for name in &names {
+        h.cluster.add_namespace(name, &[]);
+    }
+    h.run(&[]).expect_code(0);
+    h.cluster.expire_next_continue_of(Resource::Secrets);
+    let mark = h.cluster.requests().len();
+
+    let run = h.run(&[]);
+
+    run.expect_code(0);
+    for name in &names {
+        assert_eq!(run.outcome(name), "updated", "{name}");
+        let history = h.cluster.history(Resource::Secrets, name, SECRET);
+        assert_eq!(history.len(), 2, "{name}: created, then written once");
+    }
+    let requests = since(&h, mark);
+    let statuses: Vec<u16> = requests
+        .iter()
+        .filter(|r| r.path == "/api/v1/secrets")
+        .map(|r| r.status)
+        .collect();
+    // Pages of 2: the second meets the 410, and the list starts again, 3 pages.
+    assert_eq!(statuses, [200, 410, 200, 200, 200]);
 }

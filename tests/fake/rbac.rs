@@ -102,8 +102,10 @@ fn the_cluster_role_reads_and_patches_no_secret_but_ours() {
         .filter(|r| r.status == 403)
         .map(|r| r.path)
         .collect();
+    // The one list of that name is refused too (the run then reads by name, refused again).
+    assert_eq!(refused[0], "/api/v1/secrets", "{refused:?}");
     assert!(
-        refused
+        refused[1..]
             .iter()
             .all(|p| p.ends_with("/secrets/other-pull-secret")),
         "{refused:?}"
@@ -117,9 +119,9 @@ fn every_verb_the_cluster_role_grants_is_one_a_run_needs() {
     let granted = grants(&role);
     assert_eq!(
         granted.len(),
-        7,
-        "secrets get, patch, create; namespaces list; events create; with the component, \
-         serviceaccounts get, patch: {granted:?}"
+        9,
+        "secrets get, list, patch, create; namespaces list; events create; with the component, \
+         serviceaccounts get, list, patch: {granted:?}"
     );
     for (resource, verb) in granted {
         // Events are best effort: without create on them a run passes and warns once
@@ -130,6 +132,26 @@ fn every_verb_the_cluster_role_grants_is_one_a_run_needs() {
         let h = scenario(&without(&role, &resource, &verb), &binding);
 
         let run = h.run(&as_env(&env));
+
+        // Without list on the Secrets or the ServiceAccounts, a run reads them one namespace
+        // at a time: it passes, after the one refused list.
+        if verb == "list" && resource != "namespaces" {
+            run.expect_code(0);
+            assert_eq!(
+                refused(&h),
+                [format!("GET /api/v1/{resource}")],
+                "without list on {resource}"
+            );
+            let by_name = h
+                .cluster
+                .requests()
+                .iter()
+                .filter(|r| r.method == "GET" && r.path.starts_with("/api/v1/namespaces/"))
+                .filter(|r| r.path.contains(&format!("/{resource}/")))
+                .count();
+            assert!(by_name > 0, "{resource} read by name");
+            continue;
+        }
 
         assert_ne!(
             run.code, 0,
@@ -186,7 +208,13 @@ fn without_the_component_no_service_account_is_granted_and_with_it_only_default(
                 .collect();
             assert_eq!(rules.len(), 1, "{variant:?}: {role}");
             assert_eq!(strings(&rules[0]["resourceNames"]), ["default"]);
-            assert_eq!(strings(&rules[0]["verbs"]), ["get", "patch"]);
+            // The ClusterRole lists them too: each name's in one list.
+            let verbs: &[&str] = if role["kind"] == "ClusterRole" {
+                &["get", "list", "patch"]
+            } else {
+                &["get", "patch"]
+            };
+            assert_eq!(strings(&rules[0]["verbs"]), verbs);
         }
         assert!(
             cronjob_env(&with)
@@ -351,8 +379,8 @@ fn a_run_fails_when_the_binding_is_missing_or_names_another_subject() {
         assert_eq!(run.code, 3, "{case}:\n{}{}", run.stdout, run.stderr);
         assert_eq!(
             refused(&h),
-            ["GET /api/v1/namespaces"],
-            "{case}: the namespace list is refused, and nothing is tried after it"
+            ["GET /api/v1/secrets", "GET /api/v1/namespaces"],
+            "{case}: the Secret list and the namespace list are refused, and nothing is tried after"
         );
         assert_eq!(h.secret("adopted"), before, "{case}");
         assert!(h.secret("fresh").is_none(), "{case}");
@@ -376,6 +404,7 @@ fn a_run_fails_when_the_binding_is_missing_or_names_another_subject() {
 fn the_check_components_give_the_check_its_own_read_only_account_and_the_refresh_none() {
     let reads = [
         ("secrets", "get"),
+        ("secrets", "list"),
         ("pods", "get"),
         ("pods", "list"),
         ("serviceaccounts", "get"),

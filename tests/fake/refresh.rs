@@ -82,8 +82,9 @@ fn two_runs_keep_every_uid_and_rotate_the_password() {
         assert_eq!(history.len(), 2, "{ns}: created once, updated once");
         assert!(history.iter().all(Option::is_some), "{ns}: never absent");
     }
-    // The update path is a read and an apply, nothing else.
-    assert_eq!(h.requests_to("GET", &format!("/secrets/{SECRET}")), 6);
+    // The update path is an apply, nothing else: the Secrets were read in one list per run.
+    assert_eq!(h.requests_to("GET", &format!("/secrets/{SECRET}")), 0);
+    assert_eq!(h.statuses("GET", "/api/v1/secrets"), [200, 200]);
     assert_eq!(h.requests_to("PATCH", &format!("/secrets/{SECRET}")), 3);
     let apply = h
         .cluster
@@ -253,6 +254,85 @@ fn entries_we_wrote_for_a_registry_no_longer_configured_are_removed() {
         REGISTRY
     );
     assert_eq!(run.line("a")["dropped_entries"], other);
+}
+
+/// Two installs, one per account, writing one Secret name (issue 33, item 3): each used to take
+/// the other's entries for a registry it no longer writes, and drop them, every run.
+#[test]
+fn a_second_install_writing_the_same_secret_name_is_refused_and_drops_nothing() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    let theirs = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
+    h.run(&[
+        ("ECR_REFRESH_INSTALL", "team-a/ecr-refresh"),
+        ("ECR_REFRESH_REGISTRIES", theirs),
+    ])
+    .expect_code(0);
+    let before = h.secret("a").unwrap();
+    assert_eq!(
+        before["metadata"]["annotations"]["ecr-refresh/install"],
+        "team-a/ecr-refresh"
+    );
+
+    let run = h.run(&[("ECR_REFRESH_INSTALL", "team-b/ecr-refresh")]);
+
+    run.expect_code(1);
+    assert_eq!(run.outcome("a"), "failed");
+    let error = run.line("a")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    for said in [
+        "team-a/ecr-refresh",
+        theirs,
+        "its own ECR_REFRESH_SECRET_NAME",
+    ] {
+        assert!(error.contains(said), "names {said}: {error}");
+    }
+    let after = h.secret("a").unwrap();
+    assert_eq!(
+        after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+        "left untouched"
+    );
+    assert_eq!(
+        h.ecr.calls().len(),
+        1,
+        "refused before any token of its own"
+    );
+    let events = h.cluster.events("a");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "WrittenByOtherInstall");
+
+    // Its check says the same, and exits 1.
+    let output = h
+        .command(&[("ECR_REFRESH_INSTALL", "team-b/ecr-refresh")])
+        .arg("check")
+        .output()
+        .expect("ecr-refresh runs");
+    let check = h.checked(output);
+    check.expect_code(1);
+    assert_eq!(check.finding_kinds("a"), ["not-writable"]);
+    assert!(check.findings("a").contains("team-a/ecr-refresh"));
+}
+
+#[test]
+fn an_install_whose_registries_are_all_written_again_is_taken_over() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    h.run(&[("ECR_REFRESH_INSTALL", "old/ecr-refresh")])
+        .expect_code(0);
+    let uid_before = uid(&h.secret("a").unwrap());
+
+    let run = h.run(&[("ECR_REFRESH_INSTALL", "new/ecr-refresh")]);
+
+    run.expect_code(0);
+    assert_eq!(run.outcome("a"), "updated");
+    let secret = h.secret("a").unwrap();
+    assert_eq!(uid(&secret), uid_before);
+    assert_eq!(
+        secret["metadata"]["annotations"]["ecr-refresh/install"],
+        "new/ecr-refresh"
+    );
 }
 
 #[test]
@@ -456,8 +536,8 @@ fn a_forbidden_namespace_fails_alone() {
     let h = Harness::new();
     h.namespaces(&["open", "locked"]);
     h.cluster.add_fault(Fault::new(
-        "GET",
-        "^/api/v1/namespaces/locked/secrets/",
+        "POST",
+        "^/api/v1/namespaces/locked/secrets$",
         403,
     ));
 
@@ -483,9 +563,9 @@ fn throttling_and_server_errors_are_retried_then_succeed() {
     h.namespaces(&["a"]);
     h.run(&[]).expect_code(0);
     h.cluster
-        .add_fault(Fault::new("GET", "/secrets/", 503).times(1));
+        .add_fault(Fault::new("GET", "^/api/v1/secrets$", 503).times(1));
     h.cluster
-        .add_fault(Fault::new("GET", "/secrets/", 500).times(1));
+        .add_fault(Fault::new("GET", "^/api/v1/secrets$", 500).times(1));
     h.cluster.add_fault(
         Fault::new("PATCH", "/secrets/", 429)
             .retry_after(1)
@@ -503,8 +583,13 @@ fn throttling_and_server_errors_are_retried_then_succeed() {
         [429, 429, 200],
         "the first run created with POST; these are the second run's"
     );
-    let gets = h.statuses("GET", &format!("/secrets/{SECRET}"));
-    assert_eq!(gets, [404, 503, 500, 200]);
+    // The one list of every Secret, the first run's and the second's.
+    let lists = h.statuses("GET", "/api/v1/secrets");
+    assert_eq!(lists, [200, 503, 500, 200]);
+    assert_eq!(
+        h.statuses("GET", &format!("/secrets/{SECRET}")),
+        Vec::<u16>::new()
+    );
     assert!(
         started.elapsed() >= Duration::from_secs(2),
         "Retry-After was honoured"
@@ -792,8 +877,8 @@ fn at_the_deadline_nothing_new_starts_and_what_was_left_is_reported_failed() {
         h.cluster.add_namespace(n, &[]);
     }
     h.cluster.add_fault(Fault::slow(
-        Some("GET"),
-        "/secrets/",
+        Some("POST"),
+        "/secrets$",
         Duration::from_millis(8000),
     ));
 
@@ -824,8 +909,9 @@ fn at_the_deadline_nothing_new_starts_and_what_was_left_is_reported_failed() {
     assert_eq!(run.summary()["failed"], 4);
 }
 
-/// Runs the binary, sends it SIGTERM `after` its first Secret read is in flight (requests:
-/// version, namespace list, then it), and returns the run and how long it took to exit.
+/// Runs the binary, sends it SIGTERM `after` its first Secret write is in flight (requests:
+/// version, the Secret list, the namespace list, then it), and returns the run and how long
+/// it took to exit.
 fn sigterm_once_busy(h: &Harness, env: &[(&str, &str)], after: Duration) -> (Run, Duration) {
     let child = h
         .command(env)
@@ -834,7 +920,7 @@ fn sigterm_once_busy(h: &Harness, env: &[(&str, &str)], after: Duration) -> (Run
         .spawn()
         .unwrap();
     let started = std::time::Instant::now();
-    while h.cluster.request_count() < 3 {
+    while h.cluster.request_count() < 4 {
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "the run never reached a namespace"
@@ -860,8 +946,8 @@ fn sigterm_stops_new_work_lets_writes_finish_and_prints_the_summary() {
         h.cluster.add_namespace(n, &[]);
     }
     h.cluster.add_fault(Fault::slow(
-        Some("GET"),
-        "/secrets/",
+        Some("POST"),
+        "/secrets$",
         Duration::from_millis(1500),
     ));
     let (run, _) = sigterm_once_busy(
@@ -898,7 +984,7 @@ fn the_termination_message_stays_under_4096_bytes_with_10000_failed_namespaces()
     for i in 0..10_000 {
         h.cluster.add_namespace(&format!("tenant-{i:05}"), &[]);
     }
-    h.cluster.add_fault(Fault::new("GET", "/secrets/", 403));
+    h.cluster.add_fault(Fault::new("POST", "/secrets$", 403));
 
     let run = h.run(&[("ECR_REFRESH_CONCURRENCY", "64"), ("RUST_LOG", "warn")]);
 
@@ -1100,8 +1186,8 @@ fn a_write_still_in_flight_after_the_shutdown_grace_is_abandoned_and_the_summary
     let h = Harness::new();
     h.namespaces(&["stuck"]);
     h.cluster.add_fault(Fault::slow(
-        Some("GET"),
-        "/secrets/",
+        Some("POST"),
+        "/secrets$",
         Duration::from_secs(50),
     ));
     let (run, waited) = sigterm_once_busy(&h, &[], Duration::ZERO);
@@ -1172,7 +1258,7 @@ fn a_connection_cut_mid_answer_is_retried() {
     h.namespaces(&["a"]);
     h.run(&[]).expect_code(0);
     h.cluster
-        .add_fault(Fault::hang_up("GET", "/secrets/").times(1));
+        .add_fault(Fault::hang_up("GET", "^/api/v1/secrets$").times(1));
     h.cluster
         .add_fault(Fault::hang_up("PATCH", "/secrets/").times(1));
 
@@ -1185,7 +1271,7 @@ fn a_connection_cut_mid_answer_is_retried() {
         .requests()
         .iter()
         .skip(4)
-        .filter(|r| r.path.ends_with(SECRET))
+        .filter(|r| r.path.ends_with(SECRET) || r.path == "/api/v1/secrets")
         .map(|r| (r.method.clone(), r.status))
         .collect();
     assert_eq!(
@@ -1204,7 +1290,7 @@ fn a_request_the_server_never_answers_times_out_and_is_retried() {
     let h = Harness::new();
     h.namespaces(&["a"]);
     h.cluster
-        .add_fault(Fault::slow(Some("GET"), "/secrets/", Duration::from_secs(40)).times(1));
+        .add_fault(Fault::slow(Some("GET"), "^/api/v1/secrets$", Duration::from_secs(40)).times(1));
 
     let started = std::time::Instant::now();
     let run = h.run(&[]);
@@ -1255,9 +1341,9 @@ fn a_stop_before_the_first_namespace_ends_the_run_at_once() {
 fn a_namespace_deleted_during_the_run_is_skipped_as_deleted_and_the_run_exits_0() {
     let h = Harness::new();
     h.namespaces(&["team-a", "team-b"]);
-    // Listed, then deleted between the read of its Secret (404) and the create.
+    // Listed, then deleted right after the namespace list showed it, before its create.
     h.cluster
-        .delete_namespace_after_next_get(Resource::Secrets, "team-b", SECRET);
+        .delete_after_next_get(Resource::Namespaces, "", "team-b");
 
     let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-*")]);
 
@@ -1424,7 +1510,8 @@ fn a_run_with_failed_namespaces_logs_its_summary_as_an_error() {
         403,
     ));
 
-    let run = h.run(&[]);
+    // Named literally, each Secret is read by a GET.
+    let run = h.run(&[("ECR_REFRESH_NAMESPACES", "team-a,team-b")]);
 
     run.expect_code(1);
     assert_eq!(run.outcome("team-b"), "failed");

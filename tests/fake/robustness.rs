@@ -517,17 +517,28 @@ fn an_answer_the_client_cannot_parse_is_never_printed() {
     h.cluster.add_fault(
         Fault::new("GET", "/namespaces/team-a/secrets/", 200).body(Value::String(leaked.into())),
     );
+    // The same answer to the one list of every Secret: the run reads per namespace instead.
+    h.cluster
+        .add_fault(Fault::new("GET", "^/api/v1/secrets$", 200).body(Value::String(leaked.into())));
 
-    let run = h.run(&[]);
+    // Named literally, the Secret is read by a GET; selected by a glob, by the list first.
+    for namespaces in ["team-a", "team-*"] {
+        let run = h.run(&[("ECR_REFRESH_NAMESPACES", namespaces)]);
 
-    run.expect_code(1);
-    assert_eq!(run.outcome("team-a"), "failed");
-    assert!(
-        !run.stdout.contains("c2VjcmV0LXBhc3N3b3Jk")
-            && !run.stderr.contains("c2VjcmV0LXBhc3N3b3Jk"),
-        "the unparsable answer reached the log:\n{}{}",
-        run.stdout,
-        run.stderr
+        run.expect_code(1);
+        assert_eq!(run.outcome("team-a"), "failed");
+        assert!(
+            !run.stdout.contains("c2VjcmV0LXBhc3N3b3Jk")
+                && !run.stderr.contains("c2VjcmV0LXBhc3N3b3Jk"),
+            "the unparsable answer reached the log:\n{}{}",
+            run.stdout,
+            run.stderr
+        );
+    }
+    assert_eq!(
+        h.statuses("GET", "/api/v1/secrets"),
+        [200],
+        "the list was tried once"
     );
 }
 

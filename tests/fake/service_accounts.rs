@@ -162,3 +162,50 @@ fn a_service_account_without_the_list_gets_the_list() {
 
     assert_eq!(pull_secrets(&h, "a", "bare"), [json!({ "name": SECRET })]);
 }
+
+#[test]
+fn each_named_service_account_is_read_in_one_list_or_by_name_where_the_list_is_refused() {
+    let h = Harness::new();
+    h.namespaces(&["a", "b", "c"]);
+    for ns in ["a", "b", "c"] {
+        seed_account(&h, ns, "builder", json!([]));
+    }
+    h.cluster
+        .add_fault(fake_cluster::Fault::new("GET", "^/api/v1/serviceaccounts$", 403).times(1));
+    let env = [("ECR_REFRESH_SERVICE_ACCOUNTS", "default,builder")];
+
+    let run = h.run(&env);
+
+    run.expect_code(0);
+    for ns in ["a", "b", "c"] {
+        assert_eq!(
+            run.line(ns)["service_accounts"],
+            "default:added,builder:added",
+            "{ns}"
+        );
+        assert_eq!(pull_secrets(&h, ns, "builder"), [json!({ "name": SECRET })]);
+    }
+    let lists: Vec<(String, u16)> = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v1/serviceaccounts")
+        .map(|r| (r.query.clone(), r.status))
+        .collect();
+    // default's list refused: its accounts read by name; builder's in one list.
+    assert_eq!(
+        lists,
+        [
+            (
+                "&fieldSelector=metadata.name%3Ddefault&limit=500".to_owned(),
+                403
+            ),
+            (
+                "&fieldSelector=metadata.name%3Dbuilder&limit=500".to_owned(),
+                200
+            )
+        ]
+    );
+    assert_eq!(h.requests_to("GET", "/serviceaccounts/default"), 3);
+    assert_eq!(h.requests_to("GET", "/serviceaccounts/builder"), 0);
+}

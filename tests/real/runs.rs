@@ -7,7 +7,8 @@
 //! in-flight delete: the Secret deleted right after the server answered our GET.
 //!
 //! One control plane for the file, with manifests/ and the service-accounts component
-//! installed; each test uses namespaces of its own and names them (ECR_REFRESH_NAMESPACES),
+//! installed; each test uses namespaces of its own and names them (ECR_REFRESH_NAMESPACES:
+//! literal names are read one namespace at a time, a glob by the one list of every Secret),
 //! and the tests run one at a time, so that the server's request counters are a test's own.
 //! The namespaced install has a control plane of its own (its Roles would be moot beside
 //! the ClusterRole).
@@ -18,7 +19,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use common::manifests::{copy, cronjob_env};
 use common::real::{
-    RealHarness, admin, create, get, install, namespaces, wait_until_enforced, write_requests,
+    RealHarness, SERVICE_ACCOUNT, admin, create, get, install, namespaces, send,
+    wait_until_enforced, write_requests,
 };
 use common::*;
 use control_plane::ControlPlane;
@@ -503,6 +505,102 @@ fn a_secret_deleted_right_after_our_read_is_recreated_fresh_without_the_deleted_
 
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn a_run_by_glob_reads_every_secret_in_one_list_and_writes_pinned_to_what_it_showed() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    namespaces(cp, &["listed-a", "listed-b", "listed-c"]);
+    for ns in ["listed-a", "listed-b"] {
+        create(
+            cp,
+            &[json!({ "apiVersion": "v1", "kind": "Secret",
+                "metadata": { "name": SECRET, "namespace": ns },
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": { ".dockerconfigjson": b64(r#"{"auths":{"ghcr.io":{"auth":"b2xkOnNlY3JldA=="}}}"#) } })],
+        );
+    }
+    let h = RealHarness::new(cp);
+    let kept = h.secret("listed-a").unwrap();
+    let deleted = h.secret("listed-b").unwrap();
+    // The in-flight delete, on the list path: listed-b's Secret goes right after the list.
+    h.proxy.after_answer_to("GET", "/api/v1/secrets", move || {
+        admin(
+            cp,
+            &["delete", "secret", SECRET, "-n", "listed-b", "--wait=true"],
+            "",
+        );
+    });
+
+    let run = h.run(&env(
+        shipped,
+        "listed-*",
+        &[("ECR_REFRESH_RENEW_BEFORE", "12h")],
+    ));
+
+    run.expect_code(0);
+    assert_eq!(run.lines[0]["read"], "list", "{}", run.stdout);
+    assert_eq!(run.outcome("listed-a"), "updated");
+    assert_eq!(uid(&h.secret("listed-a").unwrap()), uid(&kept), "in place");
+    assert!(docker_config(&h.secret("listed-a").unwrap())["auths"]["ghcr.io"].is_object());
+    assert_eq!(run.outcome("listed-b"), "recreated");
+    assert_eq!(run.line("listed-b")["uid_before"], uid(&deleted));
+    assert_eq!(run.outcome("listed-c"), "created");
+    let lists: Vec<_> = h
+        .proxy
+        .exchanges()
+        .into_iter()
+        .filter(|e| e.path == "/api/v1/secrets")
+        .collect();
+    assert_eq!(lists.len(), 1, "one list, one page");
+    assert_eq!(lists[0].status, 200);
+    assert!(
+        lists[0]
+            .query
+            .contains(&format!("fieldSelector=metadata.name%3D{SECRET}")),
+        "{}",
+        lists[0].query
+    );
+    // No read per namespace, but the one after the 409 of the deleted uid.
+    let secret = |ns: &str| h.statuses(&format!("/namespaces/{ns}/secrets"));
+    let pair = |m: &str, s: u16| (m.to_owned(), s);
+    assert_eq!(secret("listed-a"), [pair("PATCH", 200)]);
+    assert_eq!(
+        secret("listed-b"),
+        [pair("PATCH", 409), pair("GET", 404), pair("POST", 201)]
+    );
+    assert_eq!(secret("listed-c"), [pair("POST", 201)]);
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_cluster_role_lists_its_own_secret_and_accounts_by_name_and_nothing_wider() {
+    let _serial = serial();
+    let (cp, _) = installed();
+    let token = cp.service_account_token(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1);
+    let list = |path: &str| send(cp, &token, "GET", path, "application/json", &Value::Null);
+    let by_name = format!("/api/v1/secrets?fieldSelector=metadata.name%3D{SECRET}&limit=1");
+    let (status, body) = list(&by_name);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["kind"], "SecretList");
+    for refused in [
+        "/api/v1/secrets?limit=1".to_owned(),
+        "/api/v1/secrets?fieldSelector=metadata.name%3Dother&limit=1".to_owned(),
+        "/api/v1/secrets?fieldSelector=metadata.name%21%3Daws-ecr-token&limit=1".to_owned(),
+        "/api/v1/namespaces/default/secrets?limit=1".to_owned(),
+        "/api/v1/serviceaccounts?limit=1".to_owned(),
+        "/api/v1/serviceaccounts?fieldSelector=metadata.name%3Dbuilder&limit=1".to_owned(),
+    ] {
+        let (status, body) = list(&refused);
+        assert_eq!(status, 403, "{refused}: {body}");
+        println!("refused {refused}: {}", body["message"]);
+    }
+    // The service-accounts component's name, as the run lists it.
+    let (status, body) =
+        list("/api/v1/serviceaccounts?fieldSelector=metadata.name%3Ddefault&limit=1");
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
     let _serial = serial();
     let cp = ControlPlane::start();
@@ -552,4 +650,64 @@ fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
         .unwrap();
     assert_eq!(refused.status, 403, "{}", refused.response_body);
     println!("the real RBAC's refusal: {}", refused.response_body);
+
+    // Given the namespace list (a ClusterRole of list on namespaces, and nothing on Secrets),
+    // a run by glob asks for the one list of every Secret, is refused, and reads each
+    // namespace's Secret by name instead: once each, never both.
+    create(
+        &cp,
+        &[
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": { "name": "list-namespaces" },
+                "rules": [{ "apiGroups": [""], "resources": ["namespaces"], "verbs": ["list"] }] }),
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": { "name": "list-namespaces" },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "list-namespaces" },
+                "subjects": [{ "kind": "ServiceAccount", "name": SERVICE_ACCOUNT.1, "namespace": SERVICE_ACCOUNT.0 }] }),
+        ],
+    );
+    let token = cp.service_account_token(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1);
+    common::real::eventually("the namespace list allowed", || {
+        match send(
+            &cp,
+            &token,
+            "GET",
+            "/api/v1/namespaces?limit=1",
+            "application/json",
+            &Value::Null,
+        ) {
+            (200, _) => Ok(()),
+            (status, body) => Err(format!("{status}: {body}")),
+        }
+    });
+    let h = RealHarness::new(&cp);
+    let by_glob = h.run(&env(
+        &shipped,
+        "team-*",
+        &[("ECR_REFRESH_RENEW_BEFORE", "8h")],
+    ));
+    by_glob.expect_code(1);
+    assert_eq!(
+        by_glob.lines[0]["read"], "per-namespace",
+        "{}",
+        by_glob.stdout
+    );
+    assert_eq!(by_glob.outcome("team-a"), "fresh");
+    assert_eq!(by_glob.outcome("team-b"), "fresh");
+    assert_eq!(by_glob.outcome("team-c"), "failed");
+    let exchanges = h.proxy.exchanges();
+    let list = exchanges
+        .iter()
+        .find(|e| e.path == "/api/v1/secrets")
+        .expect("the list was tried");
+    assert_eq!(list.status, 403, "{}", list.response_body);
+    for ns in ["team-a", "team-b", "team-c"] {
+        let reads = exchanges
+            .iter()
+            .filter(|e| {
+                e.method == "GET" && e.path == format!("/api/v1/namespaces/{ns}/secrets/{SECRET}")
+            })
+            .count();
+        assert_eq!(reads, 1, "{ns}: read by name, once");
+    }
 }

@@ -40,6 +40,9 @@ helm.sh/chart: {{ include "ecr-refresh.chart" . }}
 {{ include "ecr-refresh.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "ecr-refresh.selectorLabels" -}}
@@ -83,11 +86,35 @@ the policy would hold every workload that runs as it. */}}
 {{- end }}
 
 {{/* repository@digest when a digest is set (one image on every node), else repository:tag. */}}
+{{- /* global.imageRegistry, the convention of umbrella charts, replaces the registry host of
+image.repository (its first part, when that names a host). */}}
 {{- define "ecr-refresh.image" -}}
+{{- $repository := .Values.image.repository }}
+{{- with (.Values.global | default dict).imageRegistry }}
+{{- $parts := splitList "/" $repository }}
+{{- if and (gt (len $parts) 1) (or (contains "." (first $parts)) (contains ":" (first $parts)) (eq (first $parts) "localhost")) }}
+{{- $parts = rest $parts }}
+{{- end }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) (join "/" $parts) }}
+{{- end }}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- /* imagePullSecrets, then global.imagePullSecrets (names, or {name: …}). */}}
+{{- define "ecr-refresh.imagePullSecrets" -}}
+{{- $all := list }}
+{{- range .Values.imagePullSecrets }}
+{{- $all = append $all . }}
+{{- end }}
+{{- range (.Values.global | default dict).imagePullSecrets }}
+{{- $all = append $all (ternary (dict "name" .) . (kindIs "string" .)) }}
+{{- end }}
+{{- with $all }}
+{{- toYaml . }}
 {{- end }}
 {{- end }}
 
@@ -97,6 +124,18 @@ schema says so too; this is the message for a value the schema can't see through
 of a comma-separated string).
 */}}
 {{- define "ecr-refresh.checkScope" -}}
+{{- /* The ClusterRoles, their bindings and the admission policy are cluster-wide and named by
+the full name alone, so one full name serves one release per cluster. Helm's own refusal of
+another release's object names neither; this one says what to do. (lookup sees the cluster on
+install and upgrade; helm template sees none.) */}}
+{{- range $name := list (include "ecr-refresh.fullname" .) (include "ecr-refresh.checkName" .) (printf "%s-admission" (include "ecr-refresh.fullname" .)) }}
+{{- with lookup "rbac.authorization.k8s.io/v1" "ClusterRole" "" $name }}
+{{- $owner := index (.metadata.annotations | default dict) "meta.helm.sh/release-namespace" | default "" }}
+{{- if and $owner (ne $owner $.Release.Namespace) }}
+{{- fail (printf "ClusterRole %s already belongs to a release in namespace %s: the chart's cluster-wide objects (ClusterRoles, their bindings, the admission policy) are named by the release's full name, so one full name serves one release per cluster; install this one under another release name, or set fullnameOverride" $name $owner) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if eq .Values.scope "namespaced" }}
 {{- if .Values.namespaceSelector }}
 {{- fail (printf "namespaceSelector %q: scope namespaced gives Roles in the listed namespaces only; a selector needs scope cluster" .Values.namespaceSelector) }}
@@ -109,9 +148,20 @@ of a comma-separated string).
 {{- end }}
 {{- end }}
 
+{{- /* The release's own series in the Pushgateway: an `install` label (its namespace and full
+name) before the operator's labels, so that two releases never replace each other's group and
+the PrometheusRule's alerts match their own release only. Not `release`: kube-prometheus-stack
+selects PrometheusRules by that label. Only with a gateway: the binary refuses labels without one. */}}
+{{- define "ecr-refresh.installLabel" -}}
+{{ .Release.Namespace }}/{{ include "ecr-refresh.fullname" . }}
+{{- end }}
+
 {{/* name=value,… in key order, for ECR_REFRESH_PUSHGATEWAY_LABELS. */}}
 {{- define "ecr-refresh.groupingLabels" -}}
 {{- $pairs := list }}
+{{- if and .Values.pushgateway.url (not (hasKey .Values.pushgateway.groupingLabels "install")) }}
+{{- $pairs = append $pairs (printf "install=%s" (include "ecr-refresh.installLabel" .)) }}
+{{- end }}
 {{- range $k, $v := .Values.pushgateway.groupingLabels }}
 {{- $pairs = append $pairs (printf "%s=%s" $k $v) }}
 {{- end }}
@@ -176,9 +226,9 @@ template:
     serviceAccountName: {{ include "ecr-refresh.podServiceAccountName" . }}
     # ecr-refresh talks to the API server as this ServiceAccount.
     automountServiceAccountToken: true
-    {{- with .Values.imagePullSecrets }}
+    {{- with include "ecr-refresh.imagePullSecrets" . }}
     imagePullSecrets:
-      {{- toYaml . | nindent 6 }}
+      {{- . | nindent 6 }}
     {{- end }}
     {{- with .Values.priorityClassName }}
     priorityClassName: {{ . }}
@@ -250,9 +300,122 @@ template:
         #       name: ecr-refresh-aws
         {{- end }}
         env:
+          {{- include "ecr-refresh.ownEnv" . }}
+          {{- include "ecr-refresh.noDuplicateEnv" . }}
+          {{- with .Values.extraEnv }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+          # RUST_LOG (a tracing filter) is left unset: ecr-refresh logs at info, its
+          # libraries at warn. Set it to "debug" to log every API request.
+        {{- if or $webIdentity.roleArn $rolesAnywhere.trustAnchorArn .Values.extraVolumeMounts }}
+        volumeMounts:
+          {{- if $webIdentity.roleArn }}
+          - name: aws-web-identity-token
+            mountPath: /var/run/secrets/ecr-refresh/aws
+            readOnly: true
+          {{- end }}
+          {{- if $rolesAnywhere.trustAnchorArn }}
+          - name: aws-roles-anywhere
+            mountPath: /var/run/secrets/ecr-refresh/roles-anywhere
+            readOnly: true
+          {{- end }}
+          {{- with .Values.extraVolumeMounts }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        {{- end }}
+        terminationMessagePath: /dev/termination-log
+        # The summary if the run wrote one, else the end of its log.
+        terminationMessagePolicy: FallbackToLogsOnError
+        {{- with .Values.resources }}
+        resources:
+          {{- toYaml . | nindent 10 }}
+        {{- end }}
+        {{- with .Values.securityContext }}
+        securityContext:
+          {{- toYaml . | nindent 10 }}
+        {{- end }}
+      {{- with .Values.sidecars }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+{{- end }}
+
+{{/*
+The rules every Role and the ClusterRole share, on the Secret and Events; the ClusterRole
+adds namespaces: list. Rule 0's name follows secretName.
+*/}}
+{{- define "ecr-refresh.secretRules" -}}
+# Read the Secret's uid and apply the fresh token: this Secret only, no other.
+{{- if eq .Values.scope "cluster" }}
+# list: every namespace's Secret of this name in one list, field-selected by
+# metadata.name=<name>, which RBAC takes as the resource name; a list without that
+# selector, or for another name, is refused.
+{{- end }}
+# Rule 0: the name follows the Secret's (secretName; in the kustomize manifests the policy
+# component copies it from ECR_REFRESH_SECRET_NAME).
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: [{{ .Values.secretName | quote }}]
+  verbs: {{ if eq .Values.scope "cluster" }}["get", "list", "patch"]{{ else }}["get", "patch"]{{ end }}
+# Create the Secret where it is missing. A create can't be narrowed to one name:
+# authorization runs before the object exists. The admission policy does it.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create"]
+{{- end }}
+
+{{- define "ecr-refresh.eventRules" -}}
+# Warning Events for namespaces that failed, where their owners look (ECR_REFRESH_EVENTS).
+# Best effort: without this a run still works, and logs one warning.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}
+
+{{/*
+What `ecr-refresh check` reads, read-only: its Secret by name; with check.podRights
+(manifests/components/check) pods, for the images they pull and whether they are stuck
+pulling, and ServiceAccounts, for their imagePullSecrets.
+*/}}
+{{- define "ecr-refresh.checkRules" -}}
+# Read the Secret, by name only{{ if eq .Values.scope "cluster" }} (list: every namespace's in one
+# list field-selected by its name){{ end }}: a check writes nothing.
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: [{{ .Values.secretName | quote }}]
+  verbs: {{ if eq .Values.scope "cluster" }}["get", "list"]{{ else }}["get"]{{ end }}
+{{- if .Values.check.podRights }}
+# The pods, for the images they pull and whether they are stuck pulling.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list"]
+# Their ServiceAccounts, for imagePullSecrets.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get"]
+{{- end }}
+{{- end }}
+
+{{/* get and patch on the ServiceAccounts named in serviceAccounts, and on no other; with
+scope cluster list too, each name's in one list field-selected by that name. */}}
+{{- define "ecr-refresh.serviceAccountRules" -}}
+{{- with .Values.serviceAccounts }}
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  resourceNames: {{ toJson . }}
+  verbs: {{ if eq $.Values.scope "cluster" }}["get", "list", "patch"]{{ else }}["get", "patch"]{{ end }}
+{{- end }}
+{{- end }}
+
+{{- /* The variables the chart sets itself, from its values: the container's env, before
+extraEnv. A template of its own, so that extraEnv can be checked against its names. */}}
+{{- define "ecr-refresh.ownEnv" -}}
+{{- $webIdentity := .Values.aws.webIdentity }}
+{{- $rolesAnywhere := .Values.aws.rolesAnywhere }}
+          {{- if .Values.aws.region }}
           # The region GetAuthorizationToken is called in; also the default registry's.
           - name: AWS_REGION
             value: {{ .Values.aws.region | quote }}
+          {{- end }}
           # refresh; or check, which writes nothing and reports per namespace what keeps
           # its pods from pulling (README, Troubleshooting; rights: check.podRights, or
           # the kustomize component components/check).
@@ -324,6 +487,11 @@ template:
           # The assumed role's session name, as CloudTrail records it.
           - name: ECR_REFRESH_ASSUME_ROLE_SESSION_NAME
             value: {{ .Values.aws.assumeRole.sessionName | quote }}
+          # Last, so that the components' patches by index still hold. This install's name on the Secrets it writes; empty is the ServiceAccount it
+          # runs as (<namespace>/<name>). A Secret another install wrote for registries
+          # this one does not write is refused: give each install its own Secret name.
+          - name: ECR_REFRESH_INSTALL
+            value: {{ .Values.install | quote }}
           {{- if $webIdentity.roleArn }}
           # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
           - name: AWS_ROLE_ARN
@@ -353,99 +521,19 @@ template:
           # How long the session's credentials live (CreateSession's durationSeconds).
           - name: ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION
             value: {{ if $rolesAnywhere.trustAnchorArn }}{{ $rolesAnywhere.sessionDuration | quote }}{{ else }}""{{ end }}
-          {{- with .Values.extraEnv }}
-          {{- toYaml . | nindent 10 }}
-          {{- end }}
-          # RUST_LOG (a tracing filter) is left unset: ecr-refresh logs at info, its
-          # libraries at warn. Set it to "debug" to log every API request.
-        {{- if or $webIdentity.roleArn $rolesAnywhere.trustAnchorArn .Values.extraVolumeMounts }}
-        volumeMounts:
-          {{- if $webIdentity.roleArn }}
-          - name: aws-web-identity-token
-            mountPath: /var/run/secrets/ecr-refresh/aws
-            readOnly: true
-          {{- end }}
-          {{- if $rolesAnywhere.trustAnchorArn }}
-          - name: aws-roles-anywhere
-            mountPath: /var/run/secrets/ecr-refresh/roles-anywhere
-            readOnly: true
-          {{- end }}
-          {{- with .Values.extraVolumeMounts }}
-          {{- toYaml . | nindent 10 }}
-          {{- end }}
-        {{- end }}
-        terminationMessagePath: /dev/termination-log
-        # The summary if the run wrote one, else the end of its log.
-        terminationMessagePolicy: FallbackToLogsOnError
-        {{- with .Values.resources }}
-        resources:
-          {{- toYaml . | nindent 10 }}
-        {{- end }}
-        {{- with .Values.securityContext }}
-        securityContext:
-          {{- toYaml . | nindent 10 }}
-        {{- end }}
-      {{- with .Values.sidecars }}
-      {{- toYaml . | nindent 6 }}
-      {{- end }}
 {{- end }}
 
-{{/*
-The rules every Role and the ClusterRole share, on the Secret and Events; the ClusterRole
-adds namespaces: list. Rule 0's name follows secretName.
-*/}}
-{{- define "ecr-refresh.secretRules" -}}
-# Read the Secret's uid and apply the fresh token: this Secret only, no other.
-# Rule 0: the name follows the Secret's (secretName; in the kustomize manifests the policy
-# component copies it from ECR_REFRESH_SECRET_NAME).
-- apiGroups: [""]
-  resources: ["secrets"]
-  resourceNames: [{{ .Values.secretName | quote }}]
-  verbs: ["get", "patch"]
-# Create the Secret where it is missing. A create can't be narrowed to one name:
-# authorization runs before the object exists. The admission policy does it.
-- apiGroups: [""]
-  resources: ["secrets"]
-  verbs: ["create"]
+{{- /* extraEnv may not name a variable the chart sets: the container would get both entries,
+and Helm's upgrade patch, which keys env by name, would keep the old value (and fail once the
+entry is removed). */}}
+{{- define "ecr-refresh.noDuplicateEnv" -}}
+{{- $own := dict }}
+{{- range (include "ecr-refresh.ownEnv" . | fromYamlArray) }}
+{{- $_ := set $own .name true }}
 {{- end }}
-
-{{- define "ecr-refresh.eventRules" -}}
-# Warning Events for namespaces that failed, where their owners look (ECR_REFRESH_EVENTS).
-# Best effort: without this a run still works, and logs one warning.
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create"]
+{{- range .Values.extraEnv }}
+{{- if hasKey $own .name }}
+{{- fail (printf "extraEnv sets %s, which the chart sets itself from its values: set that value instead (values.yaml names the variable beside it), and take %s out of extraEnv" .name .name) }}
 {{- end }}
-
-{{/*
-What `ecr-refresh check` reads, read-only: its Secret by name; with check.podRights
-(manifests/components/check) pods, for the images they pull and whether they are stuck
-pulling, and ServiceAccounts, for their imagePullSecrets.
-*/}}
-{{- define "ecr-refresh.checkRules" -}}
-# Read the Secret, by name only: a check writes nothing.
-- apiGroups: [""]
-  resources: ["secrets"]
-  resourceNames: [{{ .Values.secretName | quote }}]
-  verbs: ["get"]
-{{- if .Values.check.podRights }}
-# The pods, for the images they pull and whether they are stuck pulling.
-- apiGroups: [""]
-  resources: ["pods"]
-  verbs: ["get", "list"]
-# Their ServiceAccounts, for imagePullSecrets.
-- apiGroups: [""]
-  resources: ["serviceaccounts"]
-  verbs: ["get"]
-{{- end }}
-{{- end }}
-
-{{/* get and patch on the ServiceAccounts named in serviceAccounts, and on no other. */}}
-{{- define "ecr-refresh.serviceAccountRules" -}}
-{{- with .Values.serviceAccounts }}
-- apiGroups: [""]
-  resources: ["serviceaccounts"]
-  resourceNames: {{ toJson . }}
-  verbs: ["get", "patch"]
 {{- end }}
 {{- end }}

@@ -233,6 +233,19 @@ impl Shared {
             return Self::authorize_events(rbac, events, req);
         }
         let (resource, namespace, name) = match route {
+            // A list or watch names the object its field selector requires by metadata.name:
+            // RBAC's resourceNames then apply (k8s.io/apiserver pkg/endpoints/request/
+            // requestinfo.go: `opts.FieldSelector.RequiresExactMatch("metadata.name")`, for
+            // a name that is a valid path segment).
+            Route::Collection {
+                resource,
+                namespace,
+            } if req.method == "GET" => (
+                *resource,
+                namespace.as_deref().unwrap_or(""),
+                FieldSelector::exact_name(req.query.get("fieldSelector").unwrap_or_default())
+                    .unwrap_or(""),
+            ),
             Route::Collection {
                 resource,
                 namespace,
@@ -252,8 +265,9 @@ impl Shared {
             }
             _ => return Ok(()),
         };
+        let is_item = matches!(route, Route::Item { .. } | Route::Status { .. });
         let attrs = Attributes {
-            verb: Self::verb(req.method, !name.is_empty(), &req.query),
+            verb: Self::verb(req.method, is_item, &req.query),
             group: "",
             resource: match route {
                 Route::Status { .. } => "pods/status",
@@ -502,6 +516,9 @@ impl Shared {
                     state
                         .store
                         .list(*resource, namespace.as_deref(), &list_opts, self.max_page)?;
+                state
+                    .store
+                    .after_list(*resource, namespace.as_deref(), &list_opts, &list);
                 Ok((200, list))
             }
             (

@@ -732,4 +732,8 @@ users:
     pub fn expire_next_continue(&self) {
         self.shared.lock().store.expire_next_continue = true;
     }
+    /// The next continue token presented to a list of `resource` is answered with 410 Expired.
+    pub fn expire_next_continue_of(&self, resource: Resource) {
+        self.shared.lock().store.expire_next_continue_of = Some(resource);
+    }
 }

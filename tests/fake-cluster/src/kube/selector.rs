@@ -142,6 +142,17 @@ impl FieldSelector {
         Ok(FieldSelector(out))
     }
 
+    /// The name a `metadata.name=` (or `==`) term requires, as Go's `RequiresExactMatch`
+    /// finds it in a selector's text; None when the text does not parse or has no such term.
+    pub fn exact_name(s: &str) -> Option<&str> {
+        s.split(',').map(str::trim).find_map(|term| {
+            let (field, value) = term
+                .split_once("==")
+                .or_else(|| term.split_once('=').filter(|(f, _)| !f.ends_with('!')))?;
+            (field.trim() == "metadata.name").then(|| value.trim())
+        })
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(field, equal, value)| {
             let actual = match field.strip_prefix("metadata.") {

@@ -25,7 +25,8 @@ pub(crate) struct Stored {
     pub managers: Vec<ManagerEntry>,
 }
 
-/// What a hook does right after the next GET of an object is answered.
+/// What a hook does right after the next GET of an object is answered (or a list page that
+/// covers it: `after_list`).
 pub(crate) enum Hook {
     Delete,
     /// Delete the object's namespace, and everything in it.
@@ -70,6 +71,8 @@ pub(crate) struct Store {
     resource_version: u64,
     hooks: Vec<(Resource, Key, Hook)>,
     pub expire_next_continue: bool,
+    /// The next continue token presented to a list of this resource is answered 410.
+    pub expire_next_continue_of: Option<Resource>,
     /// ValidatingAdmissionPolicies, run on every write made through a request (not on seeds).
     pub admission: Option<Arc<Admission>>,
 }
@@ -645,6 +648,44 @@ impl Store {
             .ok_or_else(|| status::not_found(resource.plural(), name))
     }
 
+    /// Runs the hooks waiting for a read of objects this list page covered: those it showed,
+    /// and those it would have shown had they existed (its namespace and field selector
+    /// match, and the key lies within the page). A list is a read as a GET is: the hook
+    /// fires between that read and the write that follows it.
+    pub fn after_list(
+        &mut self,
+        resource: Resource,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+        page: &Value,
+    ) {
+        let after = opts
+            .continue_token
+            .as_deref()
+            .and_then(|t| decode_continue(t).ok())
+            .map(|(_, k)| k);
+        let upto = page["metadata"]["continue"]
+            .as_str()
+            .and_then(|t| decode_continue(t).ok())
+            .map(|(_, k)| k);
+        let covered: Vec<Key> = self
+            .hooks
+            .iter()
+            .filter(|(r, k, _)| {
+                let stub = json!({"metadata": {"namespace": k.0, "name": k.1}});
+                *r == resource
+                    && namespace.is_none_or(|ns| ns == k.0)
+                    && opts.fields.matches(&stub)
+                    && after.as_ref().is_none_or(|a| k > a)
+                    && upto.as_ref().is_none_or(|u| k <= u)
+            })
+            .map(|(_, k, _)| k.clone())
+            .collect();
+        for (ns, name) in covered {
+            self.after_get(resource, &ns, &name);
+        }
+    }
+
     /// Runs the hooks waiting for a GET of this object.
     pub fn after_get(&mut self, resource: Resource, namespace: &str, name: &str) {
         let k = key(resource, namespace, name);
@@ -699,7 +740,12 @@ impl Store {
         let (list_rv, after) = match &opts.continue_token {
             Some(token) => {
                 let decoded = decode_continue(token)?;
-                if std::mem::take(&mut self.expire_next_continue) {
+                if std::mem::take(&mut self.expire_next_continue)
+                    || self
+                        .expire_next_continue_of
+                        .take_if(|r| *r == resource)
+                        .is_some()
+                {
                     return Err(status::expired_continue());
                 }
                 (decoded.0, Some(decoded.1))

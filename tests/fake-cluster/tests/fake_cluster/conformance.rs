@@ -590,6 +590,55 @@ fn pagination(s: &Server, rec: &mut Record) {
     );
 }
 
+/// One list of a Secret name across every namespace, field-selected by `metadata.name` and
+/// paged, as ecr-refresh reads every Secret in one list: the items of that name only, in
+/// namespace order, and the continue tokens of a paged list.
+fn field_selected_list(s: &Server, rec: &mut Record) {
+    for i in 1..=5 {
+        let ns = format!("cf-list-{i}");
+        s.namespace(&ns, json!({}));
+        s.seed_secret(&ns, "other");
+        if i != 3 {
+            s.seed_secret(&ns, "cf-listed");
+        }
+    }
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let mut target =
+            "/api/v1/secrets?fieldSelector=metadata.name%3Dcf-listed&limit=2".to_owned();
+        if !token.is_empty() {
+            target.push_str(&format!("&continue={token}"));
+        }
+        let r = s.get(&target);
+        let step = format!("page-{pages}");
+        rec.answer(&step, &r);
+        let items: Vec<String> = r.body["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| format!("{}/{}", i["metadata"]["namespace"], i["metadata"]["name"]))
+            .collect();
+        rec.field(&step, "items", json!(items));
+        token = r.body["metadata"]["continue"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        rec.field(&step, "has-continue", json!(!token.is_empty()));
+        pages += 1;
+        if token.is_empty() || pages > 5 {
+            break;
+        }
+    }
+    let r = s.get("/api/v1/secrets?fieldSelector=metadata.name%3Dcf-none&limit=500");
+    rec.answer("none", &r);
+    rec.field("none", "items", names(&r));
+    rec.answer(
+        "unsupported-field",
+        &s.get("/api/v1/secrets?fieldSelector=status.phase%3DRunning"),
+    );
+}
+
 fn label_selectors(s: &Server, rec: &mut Record) {
     s.namespace(
         "cf-sel-a",
@@ -818,6 +867,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("posts-and-missing", posts_and_missing),
     ("pagination", pagination),
     ("label-selectors", label_selectors),
+    ("field-selected-list", field_selected_list),
     ("terminating-namespace", terminating_namespace),
     ("missing-namespace", missing_namespace),
     ("image-pull-secrets", image_pull_secrets),

@@ -1544,3 +1544,119 @@ fn an_outage_refuses_connections_then_the_server_comes_back_with_its_state() {
     std::thread::sleep(fake_cluster::kube::RBAC_UNSYNCED_AFTER_OUTAGE);
     assert_eq!(get(&c.url(), &secret_path("a", "s")).status, 200);
 }
+
+#[test]
+fn a_list_that_shows_an_object_or_would_runs_its_read_hooks_as_a_get_does() {
+    let c = FakeCluster::builder().max_page(1).start();
+    for ns in ["a", "b", "c"] {
+        c.add_namespace(ns, &[]);
+    }
+    seed_secret(&c, "a", "s", "kubectl-create");
+    seed_secret(&c, "c", "s", "kubectl-create");
+    c.delete_after_next_get(Resource::Secrets, "c", "s");
+    c.create_after_next_get(
+        Resource::Secrets,
+        "b",
+        "s",
+        json!({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": "e30="}}),
+        "someone-else",
+    );
+    let first = get(
+        &c.url(),
+        "/api/v1/secrets?fieldSelector=metadata.name%3Ds&limit=1",
+    );
+    assert_eq!(first.status, 200);
+    assert_eq!(first.body["items"][0]["metadata"]["namespace"], "a");
+    assert!(
+        c.get(Resource::Secrets, "b", "s").is_none()
+            && c.get(Resource::Secrets, "c", "s").is_some(),
+        "a page runs the hooks of its own keys only"
+    );
+    let token = first.body["metadata"]["continue"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rest = get(
+        &c.url(),
+        &format!("/api/v1/secrets?fieldSelector=metadata.name%3Ds&limit=500&continue={token}"),
+    );
+    assert_eq!(rest.status, 200);
+    let namespaces: Vec<&str> = rest.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        namespaces,
+        ["c"],
+        "the page shows what was there when it was read"
+    );
+    assert!(
+        c.get(Resource::Secrets, "b", "s").is_some(),
+        "created after the page that would show it"
+    );
+    assert!(
+        c.get(Resource::Secrets, "c", "s").is_none(),
+        "deleted after the page that showed it"
+    );
+}
+
+#[test]
+fn a_list_selected_by_name_is_allowed_by_resource_names_and_no_other_list() {
+    let c = FakeCluster::builder()
+        .rbac_from_yaml(
+            r#"
+kind: ClusterRole
+metadata: {name: ecr-refresh}
+rules:
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: ["s"]
+  verbs: ["get", "list"]
+---
+kind: ClusterRoleBinding
+metadata: {name: ecr-refresh}
+roleRef: {kind: ClusterRole, name: ecr-refresh}
+subjects: [{kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}]
+"#,
+        )
+        .start();
+    c.add_namespace("a", &[]);
+    seed_secret(&c, "a", "s", "kubectl-create");
+    seed_secret(&c, "a", "other", "kubectl-create");
+    for allowed in [
+        "/api/v1/secrets?fieldSelector=metadata.name%3Ds",
+        "/api/v1/secrets?fieldSelector=metadata.name%3D%3Ds&limit=1",
+        "/api/v1/namespaces/a/secrets?fieldSelector=metadata.name%3Ds",
+    ] {
+        let r = get(&c.url(), allowed);
+        assert_eq!(r.status, 200, "{allowed}: {:?}", r.body);
+        let names: Vec<&Value> = r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| &i["metadata"]["name"])
+            .collect();
+        assert_eq!(names, [&json!("s")], "{allowed}");
+    }
+    for refused in [
+        "/api/v1/secrets",
+        "/api/v1/secrets?fieldSelector=metadata.name%3Dother",
+        "/api/v1/secrets?fieldSelector=metadata.name%21%3Ds",
+    ] {
+        let r = get(&c.url(), refused);
+        assert_eq!(r.status, 403, "{refused}");
+    }
+    // As kube-apiserver words it: the name the selector requires is the resource's name.
+    let r = get(
+        &c.url(),
+        "/api/v1/secrets?fieldSelector=metadata.name%3Dother",
+    );
+    assert_eq!(
+        r.message(),
+        format!(
+            "secrets \"other\" is forbidden: {USER_CANNOT} list resource \"secrets\" in API group \"\" at the cluster scope"
+        )
+    );
+}
