@@ -40,6 +40,8 @@ pub struct RunEnd<'a> {
     pub report: Option<&'a Report>,
     /// Each region's token expiry; empty when no token was fetched.
     pub token_expiry: &'a BTreeMap<String, SystemTime>,
+    /// When the Roles Anywhere certificate expires; None when that is not the source.
+    pub certificate_expiry: Option<SystemTime>,
 }
 
 impl RunEnd<'_> {
@@ -76,6 +78,21 @@ fn gauge(registry: &mut Registry, name: &str, help: &str, value: f64) {
     registry.register(name, help, g);
 }
 
+/// `ecr_refresh_credentials_certificate_expiry_timestamp_seconds`, in a registry prefixed
+/// `ecr_refresh`: refresh and check push the same name (each under its own job), since the
+/// Secrets' freshness hangs on it (the alert EcrRefreshCertificateExpiringSoon).
+pub fn certificate_expiry(registry: &mut Registry, at: Option<SystemTime>) {
+    if let Some(at) = at {
+        gauge(
+            registry,
+            "credentials_certificate_expiry_timestamp_seconds",
+            "When the certificate the run gets its AWS credentials with (IAM Roles Anywhere) \
+             expires, in Unix seconds",
+            seconds(at),
+        );
+    }
+}
+
 /// The run's metrics in the Prometheus text format. Every one is a gauge: the gateway keeps
 /// the last run's values, each run pushes its own. The last success time only when the run
 /// succeeded.
@@ -95,6 +112,7 @@ pub fn encode(run: &RunEnd<'_>) -> String {
             seconds(run.finished_at),
         );
     }
+    certificate_expiry(&mut registry, run.certificate_expiry);
     let exit_code: Gauge = Gauge::default();
     exit_code.set(i64::from(run.exit_code));
     registry.register(
@@ -280,6 +298,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_certificate_s_expiry_is_pushed_whatever_the_run_s_end() {
+        let none = BTreeMap::new();
+        let at = UNIX_EPOCH + Duration::from_secs(4_000);
+        let run = |certificate_expiry| RunEnd {
+            finished_at: UNIX_EPOCH + Duration::from_secs(1_000),
+            duration: Duration::from_secs(1),
+            exit_code: exit::UNAVAILABLE,
+            dry_run: false,
+            report: None,
+            token_expiry: &none,
+            certificate_expiry,
+        };
+        const LINE: &str = "ecr_refresh_credentials_certificate_expiry_timestamp_seconds 4000.0";
+        let with = encode(&run(Some(at)));
+        assert!(with.contains(LINE), "even a failed run pushes it: {with}");
+        assert!(!encode(&run(None)).contains("certificate"));
+    }
+
+    #[test]
     fn a_failed_run_sends_no_last_success_time() {
         let mut report = Report::default();
         report.record("a", Outcome::Updated, &[]);
@@ -296,6 +333,7 @@ mod tests {
             dry_run: false,
             report: Some(&report),
             token_expiry: &expiry,
+            certificate_expiry: None,
         };
         let ok = encode(&run(exit::OK));
         assert!(
@@ -345,6 +383,7 @@ mod tests {
                 dry_run: false,
                 report: Some(report),
                 token_expiry: none,
+                certificate_expiry: None,
             }
         }
         let none = BTreeMap::new();

@@ -190,6 +190,7 @@ pub async fn fetch(
     let credentials::Resolved {
         credentials,
         source,
+        ..
     } = credentials::resolve(sdk).await?;
     let sdk = &sdk
         .to_builder()

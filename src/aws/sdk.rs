@@ -5,10 +5,10 @@ use aws_config::default_provider::region::DefaultRegionChain;
 use aws_config::{BehaviorVersion, SdkConfig};
 use aws_credential_types::provider::SharedCredentialsProvider;
 
-use crate::aws::credentials::{AssumeRole, Chain};
+use crate::aws::credentials::{AssumeRole, Chain, RolesAnywhere};
 
-/// The SDK configuration: the default region chain, and credentials from the default sources,
-/// with `assume_role` over them when it is configured.
+/// The SDK configuration: the default region chain, and credentials from the default sources
+/// (or Roles Anywhere, when it is configured), with `assume_role` over them when it is configured.
 ///
 /// Left to itself, aws-config looks the region up again for the credential and token chains
 /// whenever the first lookup found none: outside EC2 each lookup asks instance metadata
@@ -16,7 +16,10 @@ use crate::aws::credentials::{AssumeRole, Chain};
 /// looked up first and handed to the loader and to the credential chain. The token chain (SSO
 /// bearer tokens, which ECR does not use) can't be told without naming aws-config's `sso`
 /// feature, so it still asks once more: two lookups at most.
-pub async fn load(assume_role: Option<&AssumeRole>) -> SdkConfig {
+pub async fn load(
+    assume_role: Option<&AssumeRole>,
+    roles_anywhere: Option<&RolesAnywhere>,
+) -> SdkConfig {
     let region = DefaultRegionChain::builder().build().region().await;
     // Without credentials first: the chain's STS calls (assume-role) are made with this
     // configuration's region and endpoints (AWS_ENDPOINT_URL_STS).
@@ -25,7 +28,7 @@ pub async fn load(assume_role: Option<&AssumeRole>) -> SdkConfig {
         .no_credentials()
         .load()
         .await;
-    let chain = Chain::new(region, assume_role.cloned(), &base);
+    let chain = Chain::new(region, assume_role.cloned(), roles_anywhere.cloned(), &base);
     base.into_builder()
         .credentials_provider(SharedCredentialsProvider::new(chain))
         .build()

@@ -33,15 +33,23 @@ fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// The check's metrics in the Prometheus text format.
-pub fn encode_check(exit_code: u8, duration: Duration, tally: Option<&Tally>) -> String {
-    let mut registry = Registry::with_prefix("ecr_refresh_check");
+/// The check's metrics in the Prometheus text format: its own under `ecr_refresh_check_`, and
+/// the certificate's expiry under the name a refresh pushes it with.
+pub fn encode_check(
+    exit_code: u8,
+    duration: Duration,
+    tally: Option<&Tally>,
+    certificate_expiry: Option<SystemTime>,
+) -> String {
+    let mut root = Registry::with_prefix("ecr_refresh");
+    crate::metrics::certificate_expiry(&mut root, certificate_expiry);
+    let registry = root.sub_registry_with_prefix("check");
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64();
     gauge(
-        &mut registry,
+        registry,
         "last_run_timestamp_seconds",
         "When the last check ended, in Unix seconds",
         now,
@@ -54,7 +62,7 @@ pub fn encode_check(exit_code: u8, duration: Duration, tally: Option<&Tally>) ->
         code,
     );
     gauge(
-        &mut registry,
+        registry,
         "duration_seconds",
         "How long the last check took",
         duration.as_secs_f64(),
@@ -83,11 +91,37 @@ pub fn encode_check(exit_code: u8, duration: Duration, tally: Option<&Tally>) ->
         registry.register("findings", "Findings of the last check, by kind", findings);
     }
     let mut text = String::new();
-    prometheus_text::encode(&mut text, &registry).expect("writing to a String cannot fail");
+    prometheus_text::encode(&mut text, &root).expect("writing to a String cannot fail");
     text
 }
 
-pub async fn push(gateway: &Pushgateway, exit_code: u8, duration: Duration, tally: Option<&Tally>) {
-    let body = encode_check(exit_code, duration, tally);
+pub async fn push(
+    gateway: &Pushgateway,
+    exit_code: u8,
+    duration: Duration,
+    tally: Option<&Tally>,
+    certificate_expiry: Option<SystemTime>,
+) {
+    let body = encode_check(exit_code, duration, tally, certificate_expiry);
     crate::metrics::push_encoded(&gateway.group_url_for(JOB), true, body).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_check_pushes_the_certificate_s_expiry_under_the_refresh_s_name() {
+        let at = UNIX_EPOCH + Duration::from_secs(4_000);
+        let text = encode_check(0, Duration::from_secs(1), None, Some(at));
+        assert!(
+            text.contains("ecr_refresh_credentials_certificate_expiry_timestamp_seconds 4000.0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ecr_refresh_check_last_run_exit_code 0"),
+            "{text}"
+        );
+        assert!(!encode_check(0, Duration::from_secs(1), None, None).contains("certificate"));
+    }
 }

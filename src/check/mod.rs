@@ -25,6 +25,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use kube::{Api, Client};
 use tracing::{info, warn};
 
+use crate::aws::credentials::roles_anywhere::certificate_expiry;
 use crate::aws::sdk;
 use crate::cluster::client;
 use crate::cluster::retry::{self, RequestError};
@@ -145,7 +146,8 @@ pub async fn run(
     let started = Instant::now();
     let result = check(config, &Stop::new(shutdown)).await;
     let push = async |gateway: &Pushgateway, code, duration, tally: Option<&Tally>| {
-        metrics::push(gateway, code, duration, tally).await;
+        let certificate = certificate_expiry(config.roles_anywhere.as_ref());
+        metrics::push(gateway, code, duration, tally, certificate).await;
     };
     end(
         config,
@@ -209,6 +211,37 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
     Ok(tally)
 }
 
+/// Which AWS credentials a refresh with this configuration signs with, and when its
+/// certificate expires (Roles Anywhere): a check asks AWS nothing, so it says what is set up.
+fn log_credentials(config: &Config) {
+    let base = if config.roles_anywhere.is_some() {
+        "roles anywhere"
+    } else {
+        "the SDK's default chain (static keys, profile, web identity, container, instance metadata)"
+    };
+    let credentials = match &config.assume_role {
+        Some(role) => format!("assume role {} over {base}", role.role_arn),
+        None => base.to_owned(),
+    };
+    match (
+        &config.roles_anywhere,
+        certificate_expiry(config.roles_anywhere.as_ref()),
+    ) {
+        (Some(ra), Some(at)) => info!(
+            %credentials,
+            certificate = %ra.certificate.display(),
+            certificate_expires_at = %humantime::format_rfc3339_seconds(at),
+            "credentials"
+        ),
+        (Some(ra), None) => warn!(
+            %credentials,
+            certificate = %ra.certificate.display(),
+            "credentials: the certificate can't be read now; a refresh would fail"
+        ),
+        (None, _) => info!(%credentials, "credentials"),
+    }
+}
+
 /// The region, the cluster and the first namespace page: what a check needs before its first
 /// namespace.
 async fn prepare(config: &Config) -> Result<(Shared<'_>, Reads<'_>, Vec<Work>), Unavailable> {
@@ -227,6 +260,7 @@ async fn prepare(config: &Config) -> Result<(Shared<'_>, Reads<'_>, Vec<Work>), 
         warn!(error = %e, "the Secrets are read one namespace at a time: grant the check's ServiceAccount \
             list on the Secret's name (resourceNames; see manifests/) to read them in one list");
     }
+    log_credentials(config);
     let first = pages.first().await?;
     let shared = Shared {
         config,

@@ -6,6 +6,7 @@
 
 mod environment;
 pub mod pushgateway;
+mod roles_anywhere;
 mod values;
 pub mod variables;
 
@@ -16,7 +17,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::argocd::{self, ArgoCd, RepoType};
-use crate::aws::credentials::{AssumeRole, ExternalId, RoleArn, SessionName};
+use crate::aws::credentials::roles_anywhere::IdentityError;
+use crate::aws::credentials::{AssumeRole, ExternalId, RoleArn, RolesAnywhere, SessionName};
 use crate::aws::registry::RegistryHost;
 use crate::cluster::names::{NamespaceName, SecretName, ServiceAccountName};
 use crate::glob::Glob;
@@ -70,6 +72,15 @@ pub enum ConfigError {
     NotUtf8 { variable: String },
     #[error("could not read the environment: {0}")]
     Environment(String),
+    /// Some of a group of variables that go together are set, not all.
+    #[error("{given} is set, but not {missing}; set all of them, or none")]
+    Incomplete {
+        given: &'static str,
+        missing: String,
+    },
+    /// The Roles Anywhere certificate or key can't be used (read before anything is sent).
+    #[error("{0}")]
+    Certificate(IdentityError),
 }
 
 /// What a run does: refresh the Secrets, or only check them (ECR_REFRESH_MODE, or the `check`
@@ -119,6 +130,8 @@ pub struct Config {
     pub renew_before: Duration,
     /// A role assumed over the base credentials; None: the base credentials call ECR.
     pub assume_role: Option<AssumeRole>,
+    /// IAM Roles Anywhere as the base credentials; None: the SDK's default sources.
+    pub roles_anywhere: Option<RolesAnywhere>,
     /// ECR_REFRESH_INSTALL: the name this install records on the Secrets it writes; None: the
     /// pod's ServiceAccount, found at run time (`Install::in_cluster`).
     pub install: Option<Install>,
@@ -158,6 +171,8 @@ struct Raw {
     argocd_type: Option<String>,
     evict_stuck_pods: Option<String>,
     evict_limit: Option<String>,
+    #[serde(flatten)]
+    roles_anywhere: roles_anywhere::Raw,
 }
 
 impl Config {
@@ -302,6 +317,7 @@ impl Config {
             &registries,
         )?;
         let evict_stuck_pods = parse_evict(raw.evict_stuck_pods, raw.evict_limit)?;
+        let roles_anywhere = roles_anywhere::parse(raw.roles_anywhere)?;
         Ok(Self {
             mode,
             secret_name,
@@ -323,6 +339,7 @@ impl Config {
             events,
             renew_before,
             assume_role,
+            roles_anywhere,
             install,
             argocd,
             evict_stuck_pods,

@@ -414,3 +414,45 @@ fn evicting_stuck_pods_is_off_by_default_and_takes_a_limit() {
     let e = error(&[("ECR_REFRESH_EVICT_STUCK_PODS", "yes please")]);
     assert!(e.contains("ECR_REFRESH_EVICT_STUCK_PODS"), "{e}");
 }
+
+#[test]
+fn roles_anywhere_takes_all_five_values_or_none_and_one_region() {
+    const ANCHOR: &str = "arn:aws:rolesanywhere:eu-west-1:123456789012:trust-anchor/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+    const PROFILE: &str =
+        "arn:aws:rolesanywhere:eu-west-1:123456789012:profile/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+    assert_eq!(config(&[]).unwrap().roles_anywhere, None);
+    let message = error(&[("ECR_REFRESH_ROLES_ANYWHERE_PROFILE_ARN", PROFILE)]);
+    assert!(
+        message.starts_with(
+            "ECR_REFRESH_ROLES_ANYWHERE_PROFILE_ARN is set, but not \
+             ECR_REFRESH_ROLES_ANYWHERE_TRUST_ANCHOR_ARN, ECR_REFRESH_ROLES_ANYWHERE_ROLE_ARN, \
+             ECR_REFRESH_ROLES_ANYWHERE_CERTIFICATE, ECR_REFRESH_ROLES_ANYWHERE_PRIVATE_KEY"
+        ),
+        "{message}"
+    );
+    let message = error(&[("ECR_REFRESH_ROLES_ANYWHERE_CHAIN", "/etc/chain.pem")]);
+    assert!(message.contains("is only used with"), "{message}");
+    let message = error(&[
+        ("ECR_REFRESH_ROLES_ANYWHERE_TRUST_ANCHOR_ARN", ANCHOR),
+        (
+            "ECR_REFRESH_ROLES_ANYWHERE_PROFILE_ARN",
+            &PROFILE.replace("eu-west-1", "us-east-1"),
+        ),
+        (
+            "ECR_REFRESH_ROLES_ANYWHERE_ROLE_ARN",
+            "arn:aws:iam::123456789012:role/ecr",
+        ),
+        (
+            "ECR_REFRESH_ROLES_ANYWHERE_CERTIFICATE",
+            "/nonexistent/tls.crt",
+        ),
+        (
+            "ECR_REFRESH_ROLES_ANYWHERE_PRIVATE_KEY",
+            "/nonexistent/tls.key",
+        ),
+    ]);
+    assert!(
+        message.contains("is in region us-east-1, the trust anchor in eu-west-1"),
+        "{message}"
+    );
+}

@@ -167,6 +167,48 @@ pub const VARIABLES: &[Variable] = &[
         accepted: "helm or oci, in any letter case; only with ECR_REFRESH_ARGOCD_NAMESPACE",
     },
     Variable {
+        name: "ECR_REFRESH_ROLES_ANYWHERE_TRUST_ANCHOR_ARN",
+        default: "none",
+        meaning: "IAM Roles Anywhere: the trust anchor holding the CA that issued the certificate; with the other four ROLES_ANYWHERE values set, Roles Anywhere gives the base credentials (the SDK's sources are not tried), CreateSession asked in the trust anchor's region",
+        accepted: "a Roles Anywhere trust-anchor ARN, arn:<partition>:rolesanywhere:<region>:<12-digit account>:trust-anchor/<id>",
+    },
+    Variable {
+        name: "ECR_REFRESH_ROLES_ANYWHERE_PROFILE_ARN",
+        default: "none",
+        meaning: "IAM Roles Anywhere: the profile that lists the role",
+        accepted: "a Roles Anywhere profile ARN, arn:<partition>:rolesanywhere:<region>:<12-digit account>:profile/<id>",
+    },
+    Variable {
+        name: "ECR_REFRESH_ROLES_ANYWHERE_ROLE_ARN",
+        default: "none",
+        meaning: "IAM Roles Anywhere: the role whose credentials CreateSession answers (it trusts rolesanywhere.amazonaws.com)",
+        accepted: "an IAM role ARN, arn:<partition>:iam::<12-digit account>:role/<name>",
+    },
+    Variable {
+        name: "ECR_REFRESH_ROLES_ANYWHERE_CERTIFICATE",
+        default: "none",
+        meaning: "IAM Roles Anywhere: the certificate's PEM file, read at each run; PEM blocks after the first are intermediates, sent with it (cert-manager's tls.crt)",
+        accepted: "a readable PEM file whose first block is an X.509 certificate",
+    },
+    Variable {
+        name: "ECR_REFRESH_ROLES_ANYWHERE_PRIVATE_KEY",
+        default: "none",
+        meaning: "IAM Roles Anywhere: the certificate's private key's PEM file, read at each run, never logged (cert-manager's tls.key)",
+        accepted: "a readable PEM file with the certificate's unencrypted RSA (2048 bits or more), EC P-256 or EC P-384 key, PKCS#8, PKCS#1 or SEC 1",
+    },
+    Variable {
+        name: "ECR_REFRESH_ROLES_ANYWHERE_CHAIN",
+        default: "none",
+        meaning: "IAM Roles Anywhere: a PEM bundle of more intermediates, sent after those of the certificate file (never the CA: the trust anchor holds it)",
+        accepted: "a readable PEM file of certificates; only with the other ROLES_ANYWHERE values",
+    },
+    Variable {
+        name: "ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION",
+        default: "1h",
+        meaning: "IAM Roles Anywhere: how long the session's credentials live (CreateSession's durationSeconds; the profile may allow less)",
+        accepted: "a duration from 15m to 12h; only with the other ROLES_ANYWHERE values",
+    },
+    Variable {
         name: "ECR_REFRESH_EVENTS",
         default: "true",
         meaning: "true: a Warning Event (events.k8s.io/v1) in each namespace that failed, regarding its Secret; at most 100 per run, then one in the run's own namespace that counts the rest",
@@ -176,7 +218,7 @@ pub const VARIABLES: &[Variable] = &[
 
 /// Variables with our prefix that belong to the test suite, not the binary: tolerated so that
 /// a shell that exports them can still run the binary.
-pub const TEST_VARIABLES: &[&str] = &["ECR_REFRESH_E2E_KUBECONFIG"];
+pub const TEST_VARIABLES: &[&str] = &["ECR_REFRESH_E2E_KUBECONFIG", "ECR_REFRESH_SIGNING_HELPER"];
 
 /// Whether the binary reads this variable.
 pub fn is_known(name: &str) -> bool {

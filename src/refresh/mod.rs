@@ -18,6 +18,7 @@ use kube::{Api, Client};
 use tokio::sync::OnceCell;
 use tracing::{error, info, warn};
 
+use crate::aws::credentials::roles_anywhere::certificate_expiry;
 use crate::cluster::namespaces::Origin;
 use crate::cluster::{client, events};
 use crate::config::Config;
@@ -88,6 +89,7 @@ pub async fn run(
             dry_run: config.dry_run,
             report: done.map(|d| &d.report),
             token_expiry: done.map_or(&none, |d| &d.summary.token_expiry),
+            certificate_expiry: certificate_expiry(config.roles_anywhere.as_ref()),
         };
         metrics::push(gateway, &run).await;
     };
@@ -222,7 +224,8 @@ async fn evict_stuck_pods(
 async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
     // Loaded, not used yet (no ECR call): the region, and the credentials for when a Secret
     // turns out to be due.
-    let sdk = crate::aws::sdk::load(config.assume_role.as_ref()).await;
+    let sdk =
+        crate::aws::sdk::load(config.assume_role.as_ref(), config.roles_anywhere.as_ref()).await;
     // The caller's own registry is found in the region: without one, no Secret can be judged
     // or written. Said before the cluster is asked anything.
     if config.registries.is_empty() && sdk.region().is_none() {

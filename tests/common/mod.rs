@@ -8,6 +8,7 @@
 pub mod attacks;
 pub mod docs;
 pub mod manifests;
+pub mod pki;
 pub mod pods;
 pub mod proxy;
 pub mod pushgateway;

@@ -38,6 +38,9 @@ mod partitions;
 mod rbac;
 // The book's reference pages say what the code does (UPDATE_DOCS=1 rewrites them).
 mod reference;
+// IAM Roles Anywhere: certificates of the test's own PKI exchanged at a fake endpoint that
+// verifies; refusals; AWS's own helper accepted by the same verifier (needs aws_signing_helper).
+mod roles_anywhere;
 // A refresh against the fake: each test one behaviour.
 mod refresh;
 // Every host a pull can name: dual-stack ECR and ECR Public.

@@ -26,7 +26,11 @@ use common::manifests::{copy, documents as objects, kustomize, render};
 const PREFIX: &str = "ECR_REFRESH_";
 
 /// The test suite's own variables: documented for developers, never set in a manifest.
-const TEST_VARIABLES: &[&str] = &["ECR_REFRESH_E2E_KUBECONFIG", "ECR_REFRESH_NODE_ASSETS"];
+const TEST_VARIABLES: &[&str] = &[
+    "ECR_REFRESH_E2E_KUBECONFIG",
+    "ECR_REFRESH_NODE_ASSETS",
+    "ECR_REFRESH_SIGNING_HELPER",
+];
 
 /// The CronJob every variant is built from: it shows every variable with its default.
 const BASE_CRONJOB: &str = "manifests/base/cronjob.yaml";

@@ -115,7 +115,8 @@ fn outcomes() -> String {
 }
 
 /// Every metric a refresh can push, read from what `metrics::encode` writes for a run that
-/// succeeded with a report and a token: its name, type and help, in the order it is written.
+/// succeeded with a report, a token and a Roles Anywhere certificate: its name, type and help,
+/// in the order it is written.
 fn metrics() -> String {
     let at = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let mut report = Report {
@@ -133,6 +134,7 @@ fn metrics() -> String {
         dry_run: false,
         report: Some(&report),
         token_expiry: &tokens,
+        certificate_expiry: Some(at),
     });
     let mut types = BTreeMap::new();
     let mut rows = Vec::new();

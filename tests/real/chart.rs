@@ -636,6 +636,18 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
             "at '/aws/assumeRole/roleArn': minLength: got 0, want 1",
         ),
         (
+            json!({"aws": {"rolesAnywhere": roles_anywhere_values()["aws"]["rolesAnywhere"].as_object().map(|v| {
+                let mut v = v.clone();
+                v.remove("certificateSecret");
+                v
+            })}}),
+            "at '/aws/rolesAnywhere/certificateSecret': minLength: got 0, want 1",
+        ),
+        (
+            json!({"aws": {"rolesAnywhere": {"trustAnchorArn": "arn:aws:iam::111122223333:role/x"}}}),
+            "at '/aws/rolesAnywhere/trustAnchorArn': 'arn:aws:iam::111122223333:role/x' does not match",
+        ),
+        (
             json!({"pushgateway": {"url": "http://gw:9091", "groupingLabels": {"cluster": "eu,us"}}}),
             "at '/pushgateway/groupingLabels/cluster': 'eu,us' does not match",
         ),
@@ -713,6 +725,85 @@ fn web_identity_renders_the_projected_token_and_the_sdks_variables() {
     assert_eq!(env("AWS_ROLE_SESSION_NAME"), Some(json!("ecr-refresh")));
     // The pod stays as the restricted profile wants it: the root filesystem read-only.
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+}
+
+/// aws.rolesAnywhere, on, with a certificate Secret.
+fn roles_anywhere_values() -> Value {
+    json!({"aws": {"rolesAnywhere": {
+        "trustAnchorArn": "arn:aws:rolesanywhere:eu-west-1:111122223333:trust-anchor/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+        "profileArn": "arn:aws:rolesanywhere:eu-west-1:111122223333:profile/9a8b7c6d-5e4f-3a2b-1c0d-efcdab987654",
+        "roleArn": "arn:aws:iam::111122223333:role/ecr-refresh-on-prem",
+        "certificateSecret": "ecr-refresh-certificate",
+    }}})
+}
+
+/// What aws.rolesAnywhere puts in the CronJob's pod: the Secret's tls.crt and tls.key (never
+/// ca.crt) mounted read-only, the variables naming the mounted files.
+fn assert_roles_anywhere_pod(cronjob: &Value) {
+    let pod = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == "aws-roles-anywhere")
+        .expect("the certificate's volume");
+    assert_eq!(volume["secret"]["secretName"], "ecr-refresh-certificate");
+    assert_eq!(
+        volume["secret"]["items"],
+        json!([
+            {"key": "tls.crt", "path": "tls.crt"},
+            {"key": "tls.key", "path": "tls.key"},
+        ]),
+        "only the certificate and its key: the CA stays out"
+    );
+    let container = &pod["containers"][0];
+    let mount = container["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .find(|m| m["name"] == "aws-roles-anywhere")
+        .expect("the certificate's mount");
+    assert_eq!(mount["readOnly"], true);
+    let dir = mount["mountPath"].as_str().unwrap();
+    assert_eq!(
+        env_value(cronjob, "ECR_REFRESH_ROLES_ANYWHERE_CERTIFICATE"),
+        format!("{dir}/tls.crt")
+    );
+    assert_eq!(
+        env_value(cronjob, "ECR_REFRESH_ROLES_ANYWHERE_PRIVATE_KEY"),
+        format!("{dir}/tls.key")
+    );
+    assert_eq!(
+        env_value(cronjob, "ECR_REFRESH_ROLES_ANYWHERE_TRUST_ANCHOR_ARN"),
+        "arn:aws:rolesanywhere:eu-west-1:111122223333:trust-anchor/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    );
+    assert_eq!(
+        env_value(cronjob, "ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION"),
+        "1h"
+    );
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+}
+
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn roles_anywhere_mounts_the_certificate_read_only_and_leaves_policy_and_rbac_as_they_are() {
+    let plain = render(&json!({}));
+    let rendered = render(&roles_anywhere_values());
+    assert_roles_anywhere_pod(one(&rendered, "CronJob"));
+    // Off, every Roles Anywhere variable is empty: the binary reads them as unset.
+    for (name, value) in env_of(one(&plain, "CronJob")) {
+        if name.starts_with("ECR_REFRESH_ROLES_ANYWHERE_") {
+            assert_eq!(value, "", "{name}");
+        }
+    }
+    // Everything but the CronJob is the same object: RBAC and the admission policy unchanged.
+    let others = |docs: &[Value]| -> Vec<Value> {
+        docs.iter()
+            .filter(|d| d["kind"] != "CronJob")
+            .cloned()
+            .collect()
+    };
+    assert_eq!(others(&rendered), others(&plain));
 }
 
 #[test]
@@ -991,6 +1082,28 @@ fn install_upgrade_and_uninstall_leave_the_objects_the_values_say() {
     }
     let releases = helm.expect(&["list", "-n", ns, "-q"], None);
     assert_eq!(releases.trim(), "", "no release left");
+}
+
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn roles_anywhere_installs_with_the_certificate_secret_mounted_read_only() {
+    let cp = ControlPlane::shared();
+    let _one = one_policy_release_at_a_time();
+    let helm = Helm::against(cp);
+    let (release, ns) = ("roles-anywhere-ecr-refresh", "roles-anywhere");
+    let chart = chart_path();
+
+    helm.expect(
+        &["install", release, &chart, "-n", ns, "--create-namespace"],
+        Some(&roles_anywhere_values()),
+    );
+    let cronjob = get(cp, "cronjob", Some(ns), release).expect("the CronJob");
+    assert_roles_anywhere_pod(&cronjob);
+    // The same four rules as without Roles Anywhere (the lifecycle test's install).
+    let role = get(cp, "clusterrole", None, release).expect("the ClusterRole");
+    assert_eq!(role["rules"].as_array().unwrap().len(), 4, "{role}");
+    helm.expect(&["uninstall", release, "-n", ns], None);
+    assert!(get(cp, "cronjob", Some(ns), release).is_none());
 }
 
 /// `kubectl create -f -` with `body`, as whoever `kubeconfig` names.

@@ -257,7 +257,8 @@ template:
       {{- toYaml . | nindent 6 }}
     {{- end }}
     {{- $webIdentity := .Values.aws.webIdentity }}
-    {{- if or $webIdentity.roleArn .Values.extraVolumes }}
+    {{- $rolesAnywhere := .Values.aws.rolesAnywhere }}
+    {{- if or $webIdentity.roleArn $rolesAnywhere.trustAnchorArn .Values.extraVolumes }}
     volumes:
       {{- if $webIdentity.roleArn }}
       # The ServiceAccount's own token for STS (aws.webIdentity), renewed by the kubelet.
@@ -268,6 +269,18 @@ template:
                 audience: {{ $webIdentity.audience | quote }}
                 expirationSeconds: {{ $webIdentity.expirationSeconds | int64 }}
                 path: token
+      {{- end }}
+      {{- if $rolesAnywhere.trustAnchorArn }}
+      # The Roles Anywhere certificate and key (aws.rolesAnywhere.certificateSecret), only
+      # those two keys: the CA (ca.crt) stays out, the trust anchor holds it.
+      - name: aws-roles-anywhere
+        secret:
+          secretName: {{ required "aws.rolesAnywhere.certificateSecret: the Secret with tls.crt and tls.key (a cert-manager Certificate's) is needed with trustAnchorArn" $rolesAnywhere.certificateSecret | quote }}
+          items:
+            - key: tls.crt
+              path: tls.crt
+            - key: tls.key
+              path: tls.key
       {{- end }}
       {{- with .Values.extraVolumes }}
       {{- toYaml . | nindent 6 }}
@@ -300,11 +313,16 @@ template:
           {{- end }}
           # RUST_LOG (a tracing filter) is left unset: ecr-refresh logs at info, its
           # libraries at warn. Set it to "debug" to log every API request.
-        {{- if or $webIdentity.roleArn .Values.extraVolumeMounts }}
+        {{- if or $webIdentity.roleArn $rolesAnywhere.trustAnchorArn .Values.extraVolumeMounts }}
         volumeMounts:
           {{- if $webIdentity.roleArn }}
           - name: aws-web-identity-token
             mountPath: /var/run/secrets/ecr-refresh/aws
+            readOnly: true
+          {{- end }}
+          {{- if $rolesAnywhere.trustAnchorArn }}
+          - name: aws-roles-anywhere
+            mountPath: /var/run/secrets/ecr-refresh/roles-anywhere
             readOnly: true
           {{- end }}
           {{- with .Values.extraVolumeMounts }}
@@ -398,6 +416,7 @@ scope cluster list too, each name's in one list field-selected by that name. */}
 extraEnv. A template of its own, so that extraEnv can be checked against its names. */}}
 {{- define "ecr-refresh.ownEnv" -}}
 {{- $webIdentity := .Values.aws.webIdentity }}
+{{- $rolesAnywhere := .Values.aws.rolesAnywhere }}
           {{- if .Values.aws.region }}
           # The region GetAuthorizationToken is called in; also the default registry's.
           - name: AWS_REGION
@@ -474,7 +493,8 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
           # The assumed role's session name, as CloudTrail records it.
           - name: ECR_REFRESH_ASSUME_ROLE_SESSION_NAME
             value: {{ .Values.aws.assumeRole.sessionName | quote }}
-          # Last, so that the components' patches by index still hold. This install's name on the Secrets it writes; empty is the ServiceAccount it
+          # After the variables that came before it, so that the components' patches by index
+          # still hold. This install's name on the Secrets it writes; empty is the ServiceAccount it
           # runs as (<namespace>/<name>). A Secret another install wrote for registries
           # this one does not write is refused: give each install its own Secret name.
           - name: ECR_REFRESH_INSTALL
@@ -493,6 +513,26 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
           # The most pods one run evicts; the rest wait for the next run.
           - name: ECR_REFRESH_EVICT_LIMIT
             value: {{ .Values.evictStuckPods.limit | int64 | toString | quote }}
+          # IAM Roles Anywhere (aws.rolesAnywhere): with a trust anchor, the certificate of
+          # certificateSecret (mounted below, read-only, read at each run) is exchanged for
+          # the role's credentials; empty: off.
+          - name: ECR_REFRESH_ROLES_ANYWHERE_TRUST_ANCHOR_ARN
+            value: {{ $rolesAnywhere.trustAnchorArn | quote }}
+          - name: ECR_REFRESH_ROLES_ANYWHERE_PROFILE_ARN
+            value: {{ $rolesAnywhere.profileArn | quote }}
+          - name: ECR_REFRESH_ROLES_ANYWHERE_ROLE_ARN
+            value: {{ $rolesAnywhere.roleArn | quote }}
+          # The certificate, then its intermediates (tls.crt), and its key (tls.key).
+          - name: ECR_REFRESH_ROLES_ANYWHERE_CERTIFICATE
+            value: {{ if $rolesAnywhere.trustAnchorArn }}/var/run/secrets/ecr-refresh/roles-anywhere/tls.crt{{ else }}""{{ end }}
+          - name: ECR_REFRESH_ROLES_ANYWHERE_PRIVATE_KEY
+            value: {{ if $rolesAnywhere.trustAnchorArn }}/var/run/secrets/ecr-refresh/roles-anywhere/tls.key{{ else }}""{{ end }}
+          # More intermediates, a PEM file (with extraVolumes); tls.crt's are sent already.
+          - name: ECR_REFRESH_ROLES_ANYWHERE_CHAIN
+            value: ""
+          # How long the session's credentials live (CreateSession's durationSeconds).
+          - name: ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION
+            value: {{ if $rolesAnywhere.trustAnchorArn }}{{ $rolesAnywhere.sessionDuration | quote }}{{ else }}""{{ end }}
           {{- if $webIdentity.roleArn }}
           # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
           - name: AWS_ROLE_ARN

@@ -8,10 +8,14 @@
 //! passed over, as the SDK's chain does; the first that is configured decides.
 //!
 //! Over the base, ECR_REFRESH_ASSUME_ROLE_ARN adds an STS AssumeRole (aws-config's
-//! AssumeRoleProvider) with the external id and session name. A later base source (such as
-//! Roles Anywhere) is one more entry in [`Source`] and in the list [`Chain::new`] builds.
+//! AssumeRoleProvider) with the external id and session name.
+//!
+//! ECR_REFRESH_ROLES_ANYWHERE_* replaces the SDK's sources with one: IAM Roles Anywhere
+//! ([`roles_anywhere`]). Configured explicitly, it is the only base, so that keys left in the
+//! environment never sign in its place; assume-role chains on top of it as on any base.
 
 pub mod assume_role;
+pub mod roles_anywhere;
 
 use std::fmt;
 use std::time::Duration;
@@ -33,6 +37,7 @@ use aws_sdk_sts::operation::assume_role_with_web_identity::AssumeRoleWithWebIden
 use tracing::debug;
 
 pub use assume_role::{AssumeRole, ExternalId, RoleArn, SessionName};
+pub use roles_anywhere::{CertificateExpiry, RolesAnywhere, RolesAnywhereProvider};
 
 /// How long the credentials may take, every source and STS call included.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -51,6 +56,8 @@ pub enum Source {
     Container,
     /// EC2 instance metadata.
     InstanceMetadata,
+    /// IAM Roles Anywhere (ECR_REFRESH_ROLES_ANYWHERE_*): when configured, the only source.
+    RolesAnywhere,
 }
 
 impl Source {
@@ -71,6 +78,7 @@ impl Source {
             Self::WebIdentity => "AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE",
             Self::Container => "AWS_CONTAINER_CREDENTIALS_FULL_URI (EKS Pod Identity, ECS)",
             Self::InstanceMetadata => "an EC2 instance profile",
+            Self::RolesAnywhere => "ECR_REFRESH_ROLES_ANYWHERE_*",
         }
     }
 }
@@ -83,6 +91,7 @@ impl fmt::Display for Source {
             Self::WebIdentity => "web identity",
             Self::Container => "container credentials",
             Self::InstanceMetadata => "instance metadata",
+            Self::RolesAnywhere => "roles anywhere",
         })
     }
 }
@@ -138,6 +147,9 @@ pub struct Resolved {
     pub credentials: Credentials,
     /// `web identity`, or `assume role arn:… over static keys`: for the logs.
     pub source: String,
+    /// When the certificate they were had with expires (Roles Anywhere), for the logs and the
+    /// metric; None for a source without a certificate.
+    pub certificate_expires_at: Option<std::time::SystemTime>,
 }
 
 /// The base sources with their names, and the role to assume over them.
@@ -152,9 +164,14 @@ pub struct Chain {
 }
 
 impl Chain {
-    /// The SDK's default sources for `region`; with `assume_role`, its STS calls use `sdk`'s
-    /// region and endpoint (AWS_ENDPOINT_URL_STS).
-    pub fn new(region: Option<Region>, assume_role: Option<AssumeRole>, sdk: &SdkConfig) -> Self {
+    /// The SDK's default sources for `region`, or Roles Anywhere alone when it is configured;
+    /// with `assume_role`, its STS calls use `sdk`'s region and endpoint (AWS_ENDPOINT_URL_STS).
+    pub fn new(
+        region: Option<Region>,
+        assume_role: Option<AssumeRole>,
+        roles_anywhere: Option<RolesAnywhere>,
+        sdk: &SdkConfig,
+    ) -> Self {
         let conf = ProviderConfig::default().with_region(region);
         let provider = |source| -> SharedCredentialsProvider {
             match source {
@@ -177,10 +194,18 @@ impl Chain {
                 Source::InstanceMetadata => SharedCredentialsProvider::new(
                     ImdsCredentialsProvider::builder().configure(&conf).build(),
                 ),
+                Source::RolesAnywhere => unreachable!("built below, from its configuration"),
             }
         };
+        let sources = match roles_anywhere {
+            Some(config) => vec![(
+                Source::RolesAnywhere,
+                SharedCredentialsProvider::new(RolesAnywhereProvider::new(config)),
+            )],
+            None => Source::ALL.iter().map(|&s| (s, provider(s))).collect(),
+        };
         Self {
-            sources: Source::ALL.iter().map(|&s| (s, provider(s))).collect(),
+            sources,
             web_identity_role: std::env::var("AWS_ROLE_ARN").ok(),
             web_identity_token_file: std::env::var("AWS_WEB_IDENTITY_TOKEN_FILE").ok(),
             assume_role: assume_role.map(|role| (role, sdk.clone())),
@@ -190,10 +215,12 @@ impl Chain {
     /// The first configured base source's credentials, with the role assumed over them.
     pub async fn resolve(&self) -> Result<Resolved, CredentialError> {
         let (source, base) = self.base().await?;
+        let certificate_expires_at = base.get_property::<CertificateExpiry>().map(|e| e.0);
         let Some((role, sdk)) = &self.assume_role else {
             return Ok(Resolved {
                 credentials: base,
                 source: source.to_string(),
+                certificate_expires_at,
             });
         };
         if sdk.region().is_none() {
@@ -205,6 +232,7 @@ impl Chain {
         Ok(Resolved {
             credentials,
             source: format!("assume role {} over {source}", role.role_arn),
+            certificate_expires_at,
         })
     }
 
@@ -222,6 +250,12 @@ impl Chain {
     }
 
     fn source_error(&self, source: Source, e: &CredentialsError) -> CredentialError {
+        if let Some(refused) = find::<roles_anywhere::SessionError>(e) {
+            return CredentialError::Failed {
+                from: source,
+                detail: refused.to_string(),
+            };
+        }
         let refused = find::<SdkError<AssumeRoleWithWebIdentityError>>(e)
             .and_then(SdkError::as_service_error);
         if let Some(refused) = refused {
@@ -312,8 +346,12 @@ impl Chain {
             Ok(Resolved {
                 mut credentials,
                 source,
+                certificate_expires_at,
             }) => {
                 credentials.set_property(CameFrom(source));
+                if let Some(at) = certificate_expires_at {
+                    credentials.set_property(CertificateExpiry(at));
+                }
                 Ok(credentials)
             }
             Err(e) => Err(CredentialsError::provider_error(e)),
@@ -345,9 +383,12 @@ pub async fn resolve(sdk: &SdkConfig) -> Result<Resolved, CredentialError> {
             let source = credentials
                 .get_property::<CameFrom>()
                 .map_or_else(|| "the SDK's provider".to_owned(), |c| c.0.clone());
+            let certificate_expires_at =
+                credentials.get_property::<CertificateExpiry>().map(|e| e.0);
             Ok(Resolved {
                 credentials,
                 source,
+                certificate_expires_at,
             })
         }
         Err(e) => Err(find::<CredentialError>(&e)

@@ -7,11 +7,13 @@
 pub mod demo;
 pub mod ecr;
 pub mod kube;
+pub mod roles_anywhere;
 mod serve;
 pub mod sts;
 pub mod token_registry;
 
 pub use ecr::{EcrFault, FakeEcr};
 pub use kube::{FakeCluster, FakeClusterBuilder, Fault, Recorded, Resource, yaml_documents};
+pub use roles_anywhere::FakeRolesAnywhere;
 pub use sts::FakeSts;
 pub use token_registry::FakeTokenRegistry;

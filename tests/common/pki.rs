@@ -1,0 +1,199 @@
+//! A private PKI for the Roles Anywhere tests, made with rcgen: a root CA (the trust anchor's),
+//! intermediates, and end-entity certificates with RSA 2048 or P-256 keys, written in the
+//! forms cert-manager writes (`tls.crt` with the chain after the certificate; `tls.key` as
+//! PKCS#1 `RSA PRIVATE KEY` or SEC 1 `EC PRIVATE KEY`) or as PKCS#8 `PRIVATE KEY`.
+
+use aws_lc_rs::encoding::AsDer as _;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, PKCS_ECDSA_P384_SHA384, PKCS_RSA_SHA256, RsaKeySize,
+    SerialNumber,
+};
+
+/// The key type of a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Rsa2048,
+    P256,
+    P384,
+}
+
+impl Key {
+    fn generate(self) -> KeyPair {
+        match self {
+            Key::Rsa2048 => KeyPair::generate_rsa_for(&PKCS_RSA_SHA256, RsaKeySize::_2048),
+            Key::P256 => KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256),
+            Key::P384 => KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384),
+        }
+        .expect("generating a key")
+    }
+}
+
+/// A certificate authority: a root, or an intermediate under one.
+pub struct Ca {
+    pub pem: String,
+    pub der: Vec<u8>,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+/// An end-entity certificate and its key.
+pub struct Leaf {
+    pub pem: String,
+    pub der: Vec<u8>,
+    /// The serial number, big-endian.
+    pub serial: Vec<u8>,
+    key: KeyPair,
+    kind: Key,
+}
+
+fn name(common_name: &str) -> DistinguishedName {
+    let mut name = DistinguishedName::new();
+    name.push(DnType::OrganizationName, "ecr-refresh tests");
+    name.push(DnType::CommonName, common_name);
+    name
+}
+
+fn ca_params(common_name: &str) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = name(common_name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    params
+}
+
+impl Ca {
+    /// A self-signed root with a P-256 key.
+    pub fn root(common_name: &str) -> Ca {
+        let key = Key::P256.generate();
+        let params = ca_params(common_name);
+        let cert = params.self_signed(&key).expect("a self-signed CA");
+        Ca {
+            pem: cert.pem(),
+            der: cert.der().to_vec(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// An intermediate CA signed by this one.
+    pub fn intermediate(&self, common_name: &str) -> Ca {
+        let key = Key::P256.generate();
+        let params = ca_params(common_name);
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("an intermediate CA");
+        Ca {
+            pem: cert.pem(),
+            der: cert.der().to_vec(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// An end-entity certificate for `common_name`, valid from 2020 to 2100, or only in 2021
+    /// when `expired`.
+    pub fn leaf(&self, kind: Key, common_name: &str, expired: bool) -> Leaf {
+        let key = kind.generate();
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name(common_name);
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        // A serial past 64 bits: `Credential=` must carry it in decimal, whole.
+        let serial: Vec<u8> = std::iter::once(0x5a)
+            .chain((0..15).map(|_| fastrand::u8(..)))
+            .collect();
+        params.serial_number = Some(SerialNumber::from_slice(&serial));
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2021, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2021, 12, 31);
+        } else {
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2100, 1, 1);
+        }
+        let cert = params.signed_by(&key, &self.issuer).expect("a leaf");
+        Leaf {
+            pem: cert.pem(),
+            der: cert.der().to_vec(),
+            serial,
+            key,
+            kind,
+        }
+    }
+}
+
+impl Leaf {
+    /// The key as PKCS#8 `PRIVATE KEY`.
+    pub fn pkcs8_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
+    /// The key as cert-manager writes it by default: PKCS#1 `RSA PRIVATE KEY` for RSA, SEC 1
+    /// `EC PRIVATE KEY` for EC.
+    pub fn traditional_pem(&self) -> String {
+        let pkcs8 = self.key.serialize_der();
+        match self.kind {
+            Key::Rsa2048 => pem("RSA PRIVATE KEY", pkcs8_payload(&pkcs8)),
+            Key::P256 | Key::P384 => {
+                let algorithm = if self.kind == Key::P256 {
+                    &aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1_SIGNING
+                } else {
+                    &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING
+                };
+                let key = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(algorithm, &pkcs8)
+                    .expect("rcgen's EC key");
+                let sec1 = key.private_key().as_der().expect("a SEC 1 encoding");
+                pem("EC PRIVATE KEY", sec1.as_ref())
+            }
+        }
+    }
+
+    /// The serial number in decimal, as `Credential=` names it.
+    pub fn serial_decimal(&self) -> String {
+        fake_cluster::roles_anywhere::decimal(&self.serial)
+    }
+}
+
+/// A PEM block.
+pub fn pem(label: &str, der: &[u8]) -> String {
+    use base64::Engine as _;
+    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = body
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
+        .collect();
+    format!(
+        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+        lines.join("\n")
+    )
+}
+
+/// The `privateKey` OCTET STRING of a PKCS#8 PrivateKeyInfo (RFC 5208): for RSA, the PKCS#1
+/// RSAPrivateKey.
+fn pkcs8_payload(der: &[u8]) -> &[u8] {
+    // SEQUENCE { INTEGER version, SEQUENCE algorithm, OCTET STRING privateKey, ... }
+    let (_, info, _) = tlv(der);
+    let (_, _, rest) = tlv(info);
+    let (_, _, rest) = tlv(rest);
+    let (tag, key, _) = tlv(rest);
+    assert_eq!(tag, 0x04, "privateKey is an OCTET STRING");
+    key
+}
+
+/// One DER element: its tag, its content, and what follows it.
+fn tlv(der: &[u8]) -> (u8, &[u8], &[u8]) {
+    let tag = der[0];
+    let (len, header) = match der[1] {
+        short if short < 0x80 => (usize::from(short), 2),
+        long => {
+            let n = usize::from(long & 0x7f);
+            let len = der[2..2 + n]
+                .iter()
+                .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+            (len, 2 + n)
+        }
+    };
+    (tag, &der[header..header + len], &der[header + len..])
+}
