@@ -1649,7 +1649,10 @@ subjects: [{kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}]
         assert_eq!(r.status, 403, "{refused}");
     }
     // As kube-apiserver words it: the name the selector requires is the resource's name.
-    let r = get(&c.url(), "/api/v1/secrets?fieldSelector=metadata.name%3Dother");
+    let r = get(
+        &c.url(),
+        "/api/v1/secrets?fieldSelector=metadata.name%3Dother",
+    );
     assert_eq!(
         r.message(),
         format!(
