@@ -770,12 +770,15 @@ impl Store {
             {
                 break;
             }
-            if !opts.labels.matches(&stored.obj) || !opts.fields.matches(&stored.obj) {
-                continue;
-            }
+            // A full page has a continue token when any key follows, matching or not: the
+            // real server's page stops at `limit` items and says there is more to read
+            // (CONFORMANCE.md, field-selected-list), so a next page may be empty.
             if limit.is_some_and(|l| items.len() == l) {
                 more = true;
                 break;
+            }
+            if !opts.labels.matches(&stored.obj) || !opts.fields.matches(&stored.obj) {
+                continue;
             }
             items.push(stored.obj.clone());
             last = Some(k);
