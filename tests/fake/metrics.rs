@@ -569,7 +569,8 @@ fn a_failed_run_pushes_the_expiry_of_the_secret_it_could_not_write_and_counts_th
         "^/api/v1/namespaces/team-b/secrets/",
         403,
     ));
-    // team-c's Secret cannot even be read: its expiry is unknown.
+    // team-c's Secret cannot even be read: its expiry is unknown. (Named literally, the
+    // namespaces are read one by one; the one list of every Secret would show team-c has none.)
     h.cluster.add_fault(Fault::new(
         "GET",
         "^/api/v1/namespaces/team-c/secrets/",
@@ -577,7 +578,10 @@ fn a_failed_run_pushes_the_expiry_of_the_secret_it_could_not_write_and_counts_th
     ));
     let url = gateway.url();
 
-    let run = h.run(&[("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str())]);
+    let run = h.run(&[
+        ("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str()),
+        ("ECR_REFRESH_NAMESPACES", "team-a,team-b,team-c"),
+    ]);
 
     run.expect_code(1);
     assert_eq!(run.outcome("team-a"), "created");
