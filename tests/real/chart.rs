@@ -1278,6 +1278,9 @@ fn a_run_as_the_charts_service_account_writes_the_secrets_and_the_pull_secret_en
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("ECR_REFRESH_REGISTRIES", REGISTRY)
         .env("ECR_REFRESH_LOG_FORMAT", "json")
+        // As in a pod, where the ServiceAccount's token names the install: the record is
+        // written under the chart's policy too.
+        .env("ECR_REFRESH_INSTALL", "writes-by-sa/chart-ecr-refresh")
         .env(
             "ECR_REFRESH_TERMINATION_LOG",
             dir.path().join("termination-log"),
@@ -1297,6 +1300,10 @@ fn a_run_as_the_charts_service_account_writes_the_secrets_and_the_pull_secret_en
         assert!(
             docker_config(&secret)["auths"][REGISTRY].is_object(),
             "{target}: {secret}"
+        );
+        assert_eq!(
+            secret["metadata"]["annotations"]["ecr-refresh/install"],
+            "writes-by-sa/chart-ecr-refresh"
         );
         let account = get(cp, "serviceaccount", Some(target), "default").expect("default");
         assert_eq!(
