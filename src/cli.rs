@@ -17,6 +17,9 @@ pub enum Command {
     Run,
     /// `check`: a read-only run that reports what keeps pods from pulling (ECR_REFRESH_MODE=check).
     Check,
+    /// `uninstall`: deletes the Secrets ecr-refresh created, takes its entries out of the
+    /// others and its entry out of the ServiceAccounts' imagePullSecrets (src/uninstall).
+    Uninstall,
     Help,
     Version,
 }
@@ -25,7 +28,7 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArgError {
     #[error(
-        "unknown argument {0:?}: ecr-refresh takes no arguments but check, --help and --version, \
+        "unknown argument {0:?}: ecr-refresh takes no arguments but check, uninstall, --help and --version, \
          and is configured by ECR_REFRESH_* environment variables (see --help)"
     )]
     Unknown(String),
@@ -43,6 +46,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, ArgErr
         "--help" | "-h" => Command::Help,
         "--version" | "-V" => Command::Version,
         "check" => Command::Check,
+        "uninstall" => Command::Uninstall,
         _ => return Err(ArgError::Unknown(first)),
     };
     match args.next() {
@@ -141,7 +145,14 @@ Usage:
   ecr-refresh check        read-only: report per namespace what keeps pods from pulling
                            from ECR (the Secret, its entries and expiry, pods not wired
                            or on registries not covered); writes nothing. The same as
-                           ECR_REFRESH_MODE=check; exit 0 all ok, 1 findings, 2 config
+                           ECR_REFRESH_MODE=check; exit 0 all ok, 1 findings, 2 config,
+                           3 cluster unreachable or refusing
+  ecr-refresh uninstall    after uninstalling: delete the Secrets ecr-refresh created that
+                           hold only its entries, take its entries out of the others, and
+                           its entry out of the imagePullSecrets of the ServiceAccounts in
+                           ECR_REFRESH_SERVICE_ACCOUNTS; run with an admin's kubeconfig;
+                           ECR_REFRESH_DRY_RUN=true shows what would go; exit 0 done,
+                           1 something failed (run it again), 3 cluster unreachable
   ecr-refresh --help, -h   this text
   ecr-refresh --version, -V
 

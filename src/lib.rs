@@ -10,7 +10,7 @@
 //! - `config`, `metrics`, `termination`, `cli`: the run's inputs and outputs;
 //! - `run`: what the two modes share;
 //! - `evict`: ECR_REFRESH_EVICT_STUCK_PODS, the evictions at the end of a refresh;
-//! - `refresh` and `check`: the two modes.
+//! - `refresh` and `check`: the two modes; `uninstall`: what undoes the runs' writes.
 #![forbid(unsafe_code)]
 
 pub mod argocd;
@@ -29,3 +29,4 @@ pub mod refresh;
 pub mod report;
 pub mod run;
 pub mod termination;
+pub mod uninstall;

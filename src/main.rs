@@ -10,13 +10,12 @@ use ecr_refresh::config::{Config, Mode};
 use ecr_refresh::logging::LogFormat;
 use ecr_refresh::report::{exit, termination_error};
 use ecr_refresh::termination::write_termination_message_now;
-use ecr_refresh::{check, logging, refresh, run};
+use ecr_refresh::{check, logging, refresh, run, uninstall};
 
 fn main() -> ExitCode {
     // Before anything else is read: --help and --version touch neither AWS nor the cluster.
-    let check_argument = match cli::parse(std::env::args_os().skip(1)) {
-        Ok(Command::Run) => false,
-        Ok(Command::Check) => true,
+    let command = match cli::parse(std::env::args_os().skip(1)) {
+        Ok(command @ (Command::Run | Command::Check | Command::Uninstall)) => command,
         Ok(Command::Help) => {
             print!("{}", cli::help());
             return ExitCode::SUCCESS;
@@ -38,7 +37,7 @@ fn main() -> ExitCode {
     logging::init(format);
 
     let config = match Config::from_env() {
-        Ok(config) if check_argument => Config {
+        Ok(config) if command == Command::Check => Config {
             mode: Mode::Check,
             ..config
         },
@@ -73,6 +72,9 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::UNAVAILABLE);
         }
     };
+    if command == Command::Uninstall {
+        return ExitCode::from(runtime.block_on(uninstall::run(&config)));
+    }
     let shutdown = run::stop::shutdown_signal(config.timeout);
     ExitCode::from(match config.mode {
         Mode::Refresh => runtime.block_on(refresh::run(&config, shutdown)),

@@ -1,12 +1,13 @@
 //! The pull Secret: what one written by ecr-refresh holds, by name (its type, data key, label
 //! and annotations, and kubectl's copy of an old password), and the modules that build it
-//! (`docker_config`), decide whether it is due (`due`), write it (`write`) and wire it into
-//! ServiceAccounts (`service_accounts`).
+//! (`docker_config`), decide whether it is due (`due`), write it (`write`), wire it into
+//! ServiceAccounts (`service_accounts`) and decide what uninstall does to it (`remove`).
 
 pub mod docker_config;
 pub mod due;
 pub mod install;
 pub mod keyring;
+pub mod remove;
 pub mod service_accounts;
 pub mod write;
 
@@ -19,6 +20,9 @@ pub const FIELD_MANAGER: &str = "ecr-refresh";
 pub const SECRET_TYPE: &str = "kubernetes.io/dockerconfigjson";
 pub const DATA_KEY: &str = ".dockerconfigjson";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Set to "true" by our create, and by nothing else: the Secrets ecr-refresh created, which
+/// `ecr-refresh uninstall` may delete (`remove`). An adopted Secret never carries it.
+pub const CREATED_LABEL: &str = "ecr-refresh/created";
 /// The registries our last write put in `auths`, comma-separated: entries for those no longer
 /// configured are ours to remove; every other entry is someone else's.
 pub const REGISTRIES_ANNOTATION: &str = "ecr-refresh/registries";

@@ -109,3 +109,95 @@ pub async fn attach(
         account: name.to_owned(),
     })
 }
+
+/// What [`detach`] did to one ServiceAccount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detached {
+    Removed,
+    WouldRemove,
+    /// Its imagePullSecrets don't name the Secret (any more).
+    Absent,
+    /// The ServiceAccount is gone.
+    Missing,
+}
+
+/// Takes every `{name: <secret>}` entry out of the ServiceAccount's imagePullSecrets, and
+/// nothing else: a JSON patch that tests the resourceVersion read and each entry it removes,
+/// so a change made since our read is read again, never overwritten. `first`: the
+/// ServiceAccount as a list showed it.
+pub async fn detach(
+    api: &Api<ServiceAccount>,
+    account: &str,
+    secret: &SecretName,
+    dry_run: bool,
+    mut first: Option<ServiceAccount>,
+) -> Result<Detached, AccountError> {
+    let fail = |action: &'static str, source: RequestError| {
+        if source.code() == Some(403) {
+            AccountError::Forbidden {
+                account: account.to_owned(),
+                action,
+                source,
+            }
+        } else {
+            AccountError::Request {
+                account: account.to_owned(),
+                action,
+                source,
+            }
+        }
+    };
+    for _ in 0..ATTEMPTS {
+        let read = match first.take() {
+            Some(listed) => Some(listed),
+            None => retry::send("get serviceaccount", || api.get_opt(account))
+                .await
+                .map_err(|e| fail("read", e))?,
+        };
+        let Some(current) = read else {
+            return Ok(Detached::Missing);
+        };
+        let ours: Vec<usize> = current
+            .image_pull_secrets
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, r)| r.name == secret.as_str())
+            .map(|(i, _)| i)
+            .collect();
+        if ours.is_empty() {
+            return Ok(Detached::Absent);
+        }
+        let mut ops = vec![serde_json::json!(
+            { "op": "test", "path": "/metadata/resourceVersion", "value": current.metadata.resource_version }
+        )];
+        // From the last, so each index still points at the entry it tested.
+        for i in ours.iter().rev() {
+            let path = format!("/imagePullSecrets/{i}");
+            ops.push(serde_json::json!({ "op": "test", "path": format!("{path}/name"), "value": secret.as_str() }));
+            ops.push(serde_json::json!({ "op": "remove", "path": path }));
+        }
+        let patch: json_patch::Patch =
+            serde_json::from_value(serde_json::Value::Array(ops)).expect("test and remove ops");
+        let patch = Patch::<()>::Json(patch);
+        let params = PatchParams {
+            dry_run,
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        match retry::send("patch serviceaccount", || {
+            api.patch(account, &params, &patch)
+        })
+        .await
+        {
+            Ok(_) if dry_run => return Ok(Detached::WouldRemove),
+            Ok(_) => return Ok(Detached::Removed),
+            Err(RequestError::Api(s)) if s.is_invalid() || s.is_conflict() => {}
+            Err(RequestError::Api(s)) if s.is_not_found() => return Ok(Detached::Missing),
+            Err(e) => return Err(fail("patch", e)),
+        }
+    }
+    Err(AccountError::Contended {
+        account: account.to_owned(),
+    })
+}

@@ -28,8 +28,9 @@ use crate::pull_secret::install::{self, INSTALL_ANNOTATION, Install, OtherInstal
 use crate::report::Outcome;
 
 pub use crate::pull_secret::{
-    DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, FIELD_MANAGER, LAST_APPLIED_ANNOTATION,
-    MANAGED_BY_LABEL, REGISTRIES_ANNOTATION, SECRET_TYPE, last_applied_holds_ours,
+    CREATED_LABEL, DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, FIELD_MANAGER,
+    LAST_APPLIED_ANNOTATION, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION, SECRET_TYPE,
+    last_applied_holds_ours,
 };
 
 /// Reads, conflicts and deletions survived before a namespace is given up.
@@ -377,7 +378,14 @@ enum Created {
 /// POST: fails with 409 AlreadyExists, never overwrites, if a Secret appeared since our read.
 async fn create(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Created, SecretError> {
     let merged = docker_config::merge(None, &desired.credentials, &[])?;
-    let secret = body(desired, merged.into_bytes(), None, None);
+    let mut secret = body(desired, merged.into_bytes(), None, None);
+    // Only a create records that we made it (uninstall may delete what we made, no other);
+    // the applies that follow leave the label as it is, since they don't name it.
+    secret
+        .metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(CREATED_LABEL.to_owned(), "true".to_owned());
     let params = PostParams {
         dry_run: desired.dry_run,
         field_manager: Some(FIELD_MANAGER.to_owned()),

@@ -69,6 +69,9 @@ pub fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
     extra_annotation["metadata"]["annotations"] = json!({ "example.com/note": "x" });
     let mut argo_label = pull_secret_body(SECRET);
     argo_label["metadata"]["labels"]["argocd.argoproj.io/secret-type"] = json!("cluster");
+    // Our created label with another value: only "true", which our create sets.
+    let mut created_other = pull_secret_body(SECRET);
+    created_other["metadata"]["labels"]["ecr-refresh/created"] = json!("false");
     let mut opaque = pull_secret_body(SECRET);
     opaque["type"] = json!("Opaque");
     let mut extra_key = pull_secret_body(SECRET);
@@ -137,6 +140,14 @@ pub fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
             path: creates.clone(),
             content_type: "application/json",
             body: argo_label,
+        },
+        Attack {
+            what: "our created label with another value on create",
+            refused_with: "may only label its Secret app.kubernetes.io/managed-by: ecr-refresh",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: created_other,
         },
         Attack {
             what: "another data key on create",

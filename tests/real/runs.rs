@@ -711,3 +711,133 @@ fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
         assert_eq!(reads, 1, "{ns}: read by name, once");
     }
 }
+
+/// `ecr-refresh uninstall`, run as the admin after runs wrote three kinds of Secret: one the
+/// refresh created (labelled `ecr-refresh/created` by its create, the label still there after
+/// an update in place), one adopted holding another registry's entry, and one adopted holding
+/// only ours. A dry run changes nothing and says what would go; then the created one is
+/// deleted, the mixed one keeps the other registry's entry byte for byte and loses our
+/// entry, annotations and label, the adopted one is left, and every `default`
+/// ServiceAccount loses our imagePullSecrets entry and keeps the team's.
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn uninstall_deletes_only_what_ecr_refresh_created_and_strips_only_its_entries() {
+    let _serial = serial();
+    let (cp, shipped) = installed();
+    let all = ["un-created", "un-mixed", "un-adopted"];
+    namespaces(cp, &all);
+    let theirs = json!({"username": "bot", "password": "theirs"});
+    let seeded = |ns: &str, auths: Value| {
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": SECRET, "namespace": ns},
+            "data": {".dockerconfigjson": b64(&json!({"auths": auths}).to_string())}})
+    };
+    create(
+        cp,
+        &[
+            seeded(
+                "un-mixed",
+                json!({"ghcr.io": theirs, REGISTRY: {"username": "AWS", "password": "old"}}),
+            ),
+            seeded(
+                "un-adopted",
+                json!({REGISTRY: {"username": "AWS", "password": "old"}}),
+            ),
+        ],
+    );
+    let h = RealHarness::new(cp);
+    h.run(&env(shipped, "un-*", &[])).expect_code(0);
+    // Rewritten in place: the apply that doesn't name the label leaves it.
+    h.run(&env(
+        shipped,
+        "un-*",
+        &[("ECR_REFRESH_RENEW_BEFORE", "12h")],
+    ))
+    .expect_code(0);
+    let created = |ns: &str| {
+        get(cp, "secret", ns, SECRET).expect("the Secret")["metadata"]["labels"]
+            ["ecr-refresh/created"]
+            .clone()
+    };
+    assert_eq!(created("un-created"), "true", "our create labels it");
+    assert_eq!(created("un-mixed"), Value::Null, "adopted: no label");
+    assert_eq!(created("un-adopted"), Value::Null, "adopted: no label");
+    let accounts = |ns: &str| {
+        get(cp, "serviceaccount", ns, "default").expect("default")["imagePullSecrets"].clone()
+    };
+    for ns in all {
+        assert_eq!(
+            accounts(ns),
+            json!([{"name": "team-creds"}, {"name": SECRET}]),
+            "{ns}"
+        );
+    }
+    let before: Vec<Value> = all
+        .iter()
+        .map(|ns| get(cp, "secret", ns, SECRET).unwrap())
+        .collect();
+
+    let operator = common::Binary::new(|_| cp.admin_kubeconfig().to_owned());
+    let uninstall = |extra: &[(&str, &str)]| {
+        let mut env = vec![("ECR_REFRESH_SERVICE_ACCOUNTS", "default")];
+        env.extend_from_slice(extra);
+        let output = operator
+            .command(&env)
+            .arg("uninstall")
+            .output()
+            .expect("ecr-refresh uninstall runs");
+        operator.checked(output)
+    };
+    let dry = uninstall(&[("ECR_REFRESH_DRY_RUN", "true")]);
+    dry.expect_code(0);
+    assert_eq!(dry.outcome("un-created"), "would-delete", "{}", dry.stdout);
+    assert_eq!(dry.outcome("un-mixed"), "would-strip", "{}", dry.stdout);
+    assert_eq!(dry.outcome("un-adopted"), "kept", "{}", dry.stdout);
+    for (ns, was) in all.iter().zip(&before) {
+        assert_eq!(
+            get(cp, "secret", ns, SECRET).as_ref(),
+            Some(was),
+            "{ns}: a dry run changes nothing"
+        );
+        assert_eq!(
+            accounts(ns),
+            json!([{"name": "team-creds"}, {"name": SECRET}])
+        );
+    }
+
+    let run = uninstall(&[]);
+    run.expect_code(0);
+    assert_eq!(run.outcome("un-created"), "deleted", "{}", run.stdout);
+    assert!(get(cp, "secret", "un-created", SECRET).is_none(), "deleted");
+    assert_eq!(run.outcome("un-mixed"), "stripped", "{}", run.stdout);
+    let mixed = get(cp, "secret", "un-mixed", SECRET).expect("kept, stripped");
+    assert_eq!(uid(&mixed), uid(&before[1]), "stripped in place");
+    assert_eq!(
+        docker_config(&mixed),
+        json!({"auths": {"ghcr.io": theirs}}),
+        "the other registry's entry stays, ours goes"
+    );
+    for part in ["labels", "annotations"] {
+        let ours = mixed["metadata"][part].to_string();
+        assert!(!ours.contains("ecr-refresh"), "no {part} of ours: {ours}");
+    }
+    assert_eq!(run.outcome("un-adopted"), "kept", "{}", run.stdout);
+    assert_eq!(
+        get(cp, "secret", "un-adopted", SECRET).as_ref(),
+        Some(&before[2]),
+        "adopted with only our entries: left as it is"
+    );
+    for ns in all {
+        assert_eq!(accounts(ns), json!([{"name": "team-creds"}]), "{ns}");
+    }
+    // Again: nothing left to do, and nothing fails.
+    let again = uninstall(&[]);
+    again.expect_code(0);
+    assert_eq!(again.outcome("un-adopted"), "kept", "{}", again.stdout);
+    assert!(
+        again
+            .lines
+            .iter()
+            .all(|l| l["namespace"] != "un-created" && l["namespace"] != "un-mixed")
+    );
+}

@@ -1,0 +1,348 @@
+//! `ecr-refresh uninstall`: undoes what the runs wrote, after `helm uninstall` or
+//! `kubectl delete -k`, run once with the operator's own credentials (a kubeconfig with
+//! delete on Secrets and patch on ServiceAccounts; the CronJob's ServiceAccount has neither,
+//! by design).
+//!
+//! For every Secret of the configured name that carries our label, in every namespace, one
+//! decision (`pull_secret::remove::removal`):
+//! - one ecr-refresh created and that holds only our entries is deleted, pinned to the uid
+//!   and resourceVersion read, so a Secret changed or replaced since is read again, never
+//!   deleted blind;
+//! - one that holds others' entries too loses only ours, our annotations and our labels, in
+//!   a JSON patch that tests the resourceVersion read;
+//! - one we adopted that holds only our entries is left, with a line saying so: someone else
+//!   made it.
+//!
+//! Then every ServiceAccount named in ECR_REFRESH_SERVICE_ACCOUNTS loses its
+//! `{name: <secret>}` entry in imagePullSecrets, and nothing else.
+//! ECR_REFRESH_DRY_RUN=true sends every write as a server-side dry run: the log says what
+//! would go. Exit 0 when everything was done, 1 when something failed (each failure logged
+//! with its namespace), 3 when the API server can't be reached.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use tracing::{error, info, warn};
+
+use crate::cluster::by_name::ByName;
+use crate::cluster::client;
+use crate::cluster::retry::{self, RequestError};
+use crate::config::Config;
+use crate::pull_secret::remove::{self, OUR_PREFIX, Removal};
+use crate::pull_secret::service_accounts::{self, Detached};
+use crate::pull_secret::{DATA_KEY, FIELD_MANAGER, MANAGED_BY_LABEL};
+use crate::report::exit;
+
+/// Reads and conflicts survived before a Secret is given up.
+const ATTEMPTS: usize = 5;
+
+/// What happened to one Secret, as the log line says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Done {
+    Deleted,
+    Stripped,
+    Kept,
+    /// Gone before we got to it.
+    Gone,
+}
+
+impl Done {
+    fn as_str(self, dry_run: bool) -> &'static str {
+        match (self, dry_run) {
+            (Self::Deleted, false) => "deleted",
+            (Self::Deleted, true) => "would-delete",
+            (Self::Stripped, false) => "stripped",
+            (Self::Stripped, true) => "would-strip",
+            (Self::Kept, _) => "kept",
+            (Self::Gone, _) => "gone",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum UninstallError {
+    #[error(
+        "forbidden to {action} Secret {namespace}/{name}: {source}; run `ecr-refresh uninstall` \
+         with credentials that may get, delete and patch Secrets (a cluster admin's kubeconfig)"
+    )]
+    Forbidden {
+        action: &'static str,
+        namespace: String,
+        name: String,
+        source: RequestError,
+    },
+    #[error("could not {action} Secret {namespace}/{name}: {source}")]
+    Request {
+        action: &'static str,
+        namespace: String,
+        name: String,
+        source: RequestError,
+    },
+    #[error("Secret {namespace}/{name} kept changing under us: gave up after {ATTEMPTS} attempts")]
+    Contended { namespace: String, name: String },
+}
+
+/// The whole uninstall; returns the exit code.
+pub async fn run(config: &Config) -> u8 {
+    let (client, url) = match client::connect().await {
+        Ok(connected) => connected,
+        Err(e) => {
+            error!(error = %e, "uninstall: could not reach the API server; nothing was changed");
+            return exit::UNAVAILABLE;
+        }
+    };
+    if let Err(e) = client::check(&client, &url).await {
+        error!(error = %e, "uninstall: could not reach the API server; nothing was changed");
+        return exit::UNAVAILABLE;
+    }
+    let name = config.secret_name.as_str();
+    let dry_run = config.dry_run;
+    info!(
+        server = url,
+        secret = name,
+        service_accounts = config
+            .service_accounts
+            .iter()
+            .map(|a| a.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        dry_run,
+        "uninstall: removing what ecr-refresh wrote: the Secrets it created, its entries in the others, and its imagePullSecrets entries"
+    );
+
+    let mut tally: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut failed = 0usize;
+    let mut pages = ByName::<Secret>::new(client.clone(), "secrets", name);
+    while let Some(page) = pages.next().await {
+        let page = match page {
+            Ok(page) => page,
+            Err(e) => {
+                error!(error = %e, "uninstall: could not list the Secrets; run it again with rights to list Secrets in every namespace");
+                failed += 1;
+                break;
+            }
+        };
+        for secret in page.into_iter().filter(remove::managed_by_us) {
+            let namespace = secret.metadata.namespace.clone().unwrap_or_default();
+            let uid = secret.metadata.uid.clone().unwrap_or_default();
+            let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+            match undo(&api, name, dry_run, secret).await {
+                Ok((done, detail)) => {
+                    *tally.entry(done.as_str(dry_run)).or_default() += 1;
+                    info!(
+                        namespace,
+                        secret = name,
+                        uid,
+                        outcome = done.as_str(dry_run),
+                        detail,
+                        "uninstall: Secret"
+                    );
+                }
+                Err(e) => {
+                    failed += 1;
+                    error!(namespace, secret = name, uid, outcome = "failed", error = %e, "uninstall: Secret");
+                }
+            }
+        }
+    }
+
+    for account in &config.service_accounts {
+        let listed =
+            ByName::<ServiceAccount>::new(client.clone(), "serviceaccounts", account.as_str())
+                .all(Some)
+                .await;
+        let accounts = match listed {
+            Ok(accounts) => accounts,
+            Err(e) => {
+                error!(service_account = account.as_str(), error = %e, "uninstall: could not list the ServiceAccounts");
+                failed += 1;
+                continue;
+            }
+        };
+        for found in accounts {
+            let namespace = found.metadata.namespace.clone().unwrap_or_default();
+            let api: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
+            let outcome = service_accounts::detach(
+                &api,
+                account.as_str(),
+                &config.secret_name,
+                dry_run,
+                Some(found),
+            )
+            .await;
+            match outcome {
+                Ok(Detached::Absent | Detached::Missing) => {}
+                Ok(done) => {
+                    let outcome = if done == Detached::Removed {
+                        "removed"
+                    } else {
+                        "would-remove"
+                    };
+                    *tally
+                        .entry(if dry_run { "would-detach" } else { "detached" })
+                        .or_default() += 1;
+                    info!(
+                        namespace,
+                        service_account = account.as_str(),
+                        secret = name,
+                        image_pull_secrets = outcome,
+                        "uninstall: imagePullSecrets entry"
+                    );
+                }
+                Err(e) => {
+                    failed += 1;
+                    error!(namespace, service_account = account.as_str(), image_pull_secrets = "failed", error = %e,
+                        "uninstall: imagePullSecrets entry; run it with credentials that may patch ServiceAccounts");
+                }
+            }
+        }
+    }
+
+    let counts = tally
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if failed > 0 {
+        warn!(
+            counts,
+            failed,
+            dry_run,
+            "uninstall incomplete: run it again once the errors above are fixed; what was done stays done"
+        );
+        exit::FAILED
+    } else {
+        info!(counts, dry_run, "uninstall done");
+        exit::OK
+    }
+}
+
+/// One Secret: decide, write, and on a conflict read it again and decide again.
+async fn undo(
+    api: &Api<Secret>,
+    name: &str,
+    dry_run: bool,
+    first: Secret,
+) -> Result<(Done, String), UninstallError> {
+    let namespace = first.metadata.namespace.clone().unwrap_or_default();
+    let fail = |action: &'static str, source: RequestError| {
+        if source.code() == Some(403) {
+            UninstallError::Forbidden {
+                action,
+                namespace: namespace.clone(),
+                name: name.to_owned(),
+                source,
+            }
+        } else {
+            UninstallError::Request {
+                action,
+                namespace: namespace.clone(),
+                name: name.to_owned(),
+                source,
+            }
+        }
+    };
+    let mut read = Some(first);
+    for _ in 0..ATTEMPTS {
+        let current = match read.take() {
+            Some(secret) => secret,
+            None => match retry::send("get secret", || api.get_opt(name))
+                .await
+                .map_err(|e| fail("read", e))?
+            {
+                Some(secret) => secret,
+                None => return Ok((Done::Gone, String::new())),
+            },
+        };
+        if !remove::managed_by_us(&current) {
+            return Ok((
+                Done::Kept,
+                "no longer labelled app.kubernetes.io/managed-by: ecr-refresh".to_owned(),
+            ));
+        }
+        let sent = match remove::removal(&current) {
+            Removal::Keep(why) => return Ok((Done::Kept, why.as_str().to_owned())),
+            Removal::Delete => {
+                let params = DeleteParams {
+                    dry_run,
+                    preconditions: Some(Preconditions {
+                        uid: current.metadata.uid.clone(),
+                        resource_version: current.metadata.resource_version.clone(),
+                    }),
+                    ..DeleteParams::default()
+                };
+                retry::send("delete secret", || api.delete(name, &params))
+                    .await
+                    .map(|_| {
+                        (
+                            Done::Deleted,
+                            "created by ecr-refresh, only its entries".to_owned(),
+                        )
+                    })
+            }
+            Removal::Strip { value, removed } => {
+                let patch = strip(&current, &value);
+                let params = PatchParams {
+                    dry_run,
+                    field_manager: Some(FIELD_MANAGER.to_owned()),
+                    ..PatchParams::default()
+                };
+                retry::send("patch secret", || api.patch(name, &params, &patch))
+                    .await
+                    .map(|_| {
+                        (
+                            Done::Stripped,
+                            format!("entries removed: {}; the others stay", removed.join(",")),
+                        )
+                    })
+            }
+        };
+        match sent {
+            Ok(done) => return Ok(done),
+            // A precondition or a test failed: it changed since our read. Read again.
+            Err(RequestError::Api(s)) if s.is_conflict() || s.is_invalid() => {}
+            Err(RequestError::Api(s)) if s.is_not_found() => {
+                return Ok((Done::Gone, String::new()));
+            }
+            Err(e) => return Err(fail("write", e)),
+        }
+    }
+    Err(UninstallError::Contended {
+        namespace,
+        name: name.to_owned(),
+    })
+}
+
+/// The JSON patch that leaves `value` as the Secret's docker config and takes out our
+/// annotations and labels, after testing the resourceVersion read.
+fn strip(current: &Secret, value: &[u8]) -> Patch<()> {
+    let pointer = |s: &str| s.replace('~', "~0").replace('/', "~1");
+    let mut ops = vec![
+        serde_json::json!({ "op": "test", "path": "/metadata/resourceVersion", "value": current.metadata.resource_version }),
+        serde_json::json!({ "op": "replace", "path": format!("/data/{}", pointer(DATA_KEY)),
+            "value": base64::engine::general_purpose::STANDARD.encode(value) }),
+    ];
+    for key in current
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+    {
+        if key.starts_with(OUR_PREFIX) {
+            ops.push(serde_json::json!({ "op": "remove", "path": format!("/metadata/annotations/{}", pointer(key)) }));
+        }
+    }
+    for (key, value) in current.metadata.labels.iter().flatten() {
+        if key.starts_with(OUR_PREFIX) || (key == MANAGED_BY_LABEL && value == FIELD_MANAGER) {
+            ops.push(serde_json::json!({ "op": "remove", "path": format!("/metadata/labels/{}", pointer(key)) }));
+        }
+    }
+    Patch::Json(
+        serde_json::from_value(serde_json::Value::Array(ops))
+            .expect("test, replace and remove ops"),
+    )
+}
