@@ -227,3 +227,87 @@ pub fn cronjob_env(rendered: &str) -> Vec<(String, String)> {
 pub fn as_env(env: &[(String, String)]) -> Vec<(&str, &str)> {
     env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
+
+/// An overlay a page of the book shows: the files captioned `` `ecr-refresh-install/FILE` ``,
+/// each followed by its code block, under one heading. A caption of `kustomization.yaml`
+/// starts a new overlay; `name` is its heading, with the caption's words after the file
+/// name, if any (`Into another namespace, a new namespace`).
+#[derive(Debug)]
+pub struct BookOverlay {
+    pub name: String,
+    pub files: Vec<(String, String)>,
+}
+
+/// Every overlay of a page whose heading is one of `headings` or under one (`##` and `###`).
+pub fn book_overlays(page: &str, headings: &[&str]) -> Vec<BookOverlay> {
+    let mut overlays: Vec<BookOverlay> = Vec::new();
+    let (mut section, mut heading, mut wanted) = (String::new(), String::new(), false);
+    let mut lines = page.lines().peekable();
+    while let Some(line) = lines.next() {
+        if let Some(title) = line.strip_prefix("## ") {
+            section = title.to_owned();
+            heading = title.to_owned();
+            wanted = headings.contains(&title);
+            continue;
+        }
+        if let Some(title) = line.strip_prefix("### ") {
+            heading = title.to_owned();
+            wanted = headings.contains(&section.as_str()) || headings.contains(&title);
+            continue;
+        }
+        let Some(caption) = line.strip_prefix("`ecr-refresh-install/") else {
+            continue;
+        };
+        if !wanted || !line.ends_with(':') {
+            continue;
+        }
+        let (file, rest) = caption
+            .split_once('`')
+            .unwrap_or_else(|| panic!("a caption with its closing backquote: {line}"));
+        assert_eq!(lines.next(), Some(""), "a blank line after {line}");
+        assert_eq!(lines.next(), Some("```yaml"), "a YAML block after {line}");
+        let mut body = String::new();
+        for line in lines.by_ref() {
+            if line == "```" {
+                break;
+            }
+            body.push_str(line);
+            body.push('\n');
+        }
+        if file == "kustomization.yaml" {
+            let words = rest.trim_start_matches(',').trim_end_matches(':').trim();
+            let name = if words.is_empty() {
+                heading.clone()
+            } else {
+                format!("{heading}, {words}")
+            };
+            overlays.push(BookOverlay {
+                name,
+                files: Vec::new(),
+            });
+        }
+        overlays
+            .last_mut()
+            .unwrap_or_else(|| panic!("{line}: a file before its kustomization.yaml"))
+            .files
+            .push((file.to_owned(), body));
+    }
+    overlays
+}
+
+/// A book overlay written as the book says: `ecr-refresh-install/` beside a copy of the
+/// repository's manifests as `ecr-refresh/manifests`. Returns the temporary directory (keep
+/// it while you use the overlay) and the overlay's directory.
+pub fn write_book_overlay(overlay: &BookOverlay) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    copy_dir(
+        &repo().join("manifests"),
+        &dir.path().join("ecr-refresh/manifests"),
+    );
+    let install = dir.path().join("ecr-refresh-install");
+    std::fs::create_dir_all(&install).expect("the overlay's directory");
+    for (file, body) in &overlay.files {
+        std::fs::write(install.join(file), body).expect("writing the overlay");
+    }
+    (dir, install)
+}

@@ -433,3 +433,190 @@ fn the_books_install_overlay_renders_with_kubectl_alone() {
         }
     }
 }
+
+/// The kustomize page's overlays for what users change (`## Changes in your overlay` and
+/// `## Into another namespace`), each rendered as written beside a copy of the manifests:
+/// each does what its heading says, and no overlay of those sections goes untested.
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_books_overlays_render_what_they_say() {
+    let page = common::docs::page("install/kustomize.md");
+    let overlays = common::manifests::book_overlays(
+        &page,
+        &["Changes in your overlay", "Into another namespace"],
+    );
+    let names: Vec<&str> = overlays.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Another Secret name",
+            "The IAM role, with IRSA",
+            "Static keys",
+            "A Pushgateway",
+            "Without the admission policy",
+            "Your own namespaces, namespaced",
+            "Into another namespace, a new namespace",
+            "Into another namespace, a namespace you already have",
+        ],
+        "every overlay of the page has its assertions below"
+    );
+    let shipped = objects(&render("", false));
+    let shipped_env: Vec<String> = shipped
+        .iter()
+        .find(|d| d["kind"] == "CronJob")
+        .and_then(|c| {
+            c["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"].as_array()
+        })
+        .expect("the shipped CronJob's env")
+        .iter()
+        .map(|e| e["name"].as_str().expect("a name").to_owned())
+        .collect();
+    for overlay in &overlays {
+        let what = overlay.name.as_str();
+        let (_dir, install) = common::manifests::write_book_overlay(overlay);
+        let text = kustomize(&install);
+        let docs = objects(&text);
+        let find = |kind: &str, name: &str| -> Option<&Value> {
+            docs.iter()
+                .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        };
+        let cronjob = docs
+            .iter()
+            .find(|d| d["kind"] == "CronJob")
+            .unwrap_or_else(|| panic!("{what}: a CronJob"));
+        let container =
+            &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
+        let env = |name: &str| -> Vec<String> {
+            container["env"]
+                .as_array()
+                .expect("the container's env")
+                .iter()
+                .filter(|e| e["name"] == name)
+                .map(|e| e["value"].as_str().unwrap_or("").to_owned())
+                .collect()
+        };
+        // Whatever else changed, every variable is still there once.
+        for name in &shipped_env {
+            assert_eq!(env(name).len(), 1, "{what}: {name} once");
+        }
+        let resource_names = |kind: &str, name: &str| -> Vec<Value> {
+            docs.iter()
+                .filter(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+                .map(|d| d["rules"][0]["resourceNames"].clone())
+                .collect()
+        };
+        match what {
+            "Another Secret name" => {
+                assert_eq!(env("ECR_REFRESH_SECRET_NAME"), ["ecr-pull"], "{what}");
+                assert!(
+                    !text.contains("aws-ecr-token"),
+                    "{what}: the old name is left somewhere:\n{text}"
+                );
+                assert_eq!(
+                    resource_names("ClusterRole", "ecr-refresh"),
+                    [serde_json::json!(["ecr-pull"])]
+                );
+                assert_eq!(
+                    resource_names("ClusterRole", "ecr-refresh-admission"),
+                    [serde_json::json!(["ecr-pull"])]
+                );
+                let policy = find("ValidatingAdmissionPolicy", "ecr-refresh").expect("the policy");
+                let policy = policy.to_string();
+                assert!(policy.contains(r#"'ecr-pull'"#), "{what}: {policy}");
+                assert!(policy.contains(r#"name('ecr-pull')"#), "{what}: {policy}");
+                assert!(
+                    docs.iter().all(|d| d["kind"] != "ConfigMap"),
+                    "{what}: the ConfigMap that carried the name is not applied"
+                );
+            }
+            "The IAM role, with IRSA" => {
+                let account = find("ServiceAccount", "ecr-refresh").expect("the ServiceAccount");
+                assert_eq!(
+                    account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"],
+                    "arn:aws:iam::444455556666:role/ecr-refresh"
+                );
+            }
+            "Static keys" => {
+                assert_eq!(
+                    container["envFrom"],
+                    serde_json::json!([{"secretRef": {"name": "ecr-refresh-aws"}}])
+                );
+            }
+            "A Pushgateway" => {
+                assert_eq!(
+                    env("ECR_REFRESH_PUSHGATEWAY_URL"),
+                    ["http://pushgateway.observability.svc:9091"]
+                );
+                assert_eq!(
+                    env("ECR_REFRESH_PUSHGATEWAY_LABELS"),
+                    ["install=ecr-refresh/ecr-refresh"]
+                );
+                assert!(find("PrometheusRule", "ecr-refresh").is_some(), "{what}");
+            }
+            "Without the admission policy" => {
+                let kinds: BTreeSet<String> = docs
+                    .iter()
+                    .map(|d| format!("{} {}", d["kind"], d["metadata"]["name"]))
+                    .collect();
+                let expected: BTreeSet<String> = shipped
+                    .iter()
+                    .filter(|d| {
+                        !d["kind"]
+                            .as_str()
+                            .unwrap()
+                            .starts_with("ValidatingAdmission")
+                    })
+                    .filter(|d| d["metadata"]["name"] != "ecr-refresh-admission")
+                    .map(|d| format!("{} {}", d["kind"], d["metadata"]["name"]))
+                    .collect();
+                assert_eq!(kinds, expected, "{what}");
+                assert!(find("ClusterRole", "ecr-refresh").is_some(), "{what}");
+            }
+            "Your own namespaces, namespaced" => {
+                assert_eq!(env("ECR_REFRESH_NAMESPACES"), ["payments,web"]);
+                let grants: BTreeSet<(String, String)> = docs
+                    .iter()
+                    .filter(|d| d["kind"] == "Role" || d["kind"] == "RoleBinding")
+                    .filter(|d| d["metadata"]["name"] == "ecr-refresh")
+                    .map(|d| {
+                        (
+                            d["kind"].as_str().unwrap().to_owned(),
+                            d["metadata"]["namespace"].as_str().unwrap().to_owned(),
+                        )
+                    })
+                    .collect();
+                let expected: BTreeSet<(String, String)> = ["payments", "web"]
+                    .iter()
+                    .flat_map(|ns| {
+                        ["Role", "RoleBinding"].map(|k| (k.to_owned(), (*ns).to_owned()))
+                    })
+                    .collect();
+                assert_eq!(grants, expected, "{what}");
+            }
+            "Into another namespace, a new namespace" => {
+                let namespace = find("Namespace", "platform-ecr").expect("the Namespace");
+                assert_eq!(
+                    namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+                    "restricted"
+                );
+                assert_eq!(cronjob["metadata"]["namespace"], "platform-ecr");
+                assert_eq!(cronjob["metadata"]["name"], "prod-ecr-refresh");
+            }
+            "Into another namespace, a namespace you already have" => {
+                assert!(
+                    docs.iter().all(|d| d["kind"] != "Namespace"),
+                    "{what}: the namespace is left as it is"
+                );
+                assert_eq!(cronjob["metadata"]["namespace"], "platform");
+                assert_eq!(cronjob["metadata"]["name"], "prod-ecr-refresh");
+                let binding = find("ClusterRoleBinding", "prod-ecr-refresh-admission")
+                    .expect("the policy's binding");
+                assert_eq!(
+                    binding["subjects"][0],
+                    serde_json::json!({"kind": "ServiceAccount", "name": "prod-ecr-refresh", "namespace": "platform"})
+                );
+            }
+            other => panic!("no assertions for the overlay {other:?}"),
+        }
+    }
+}

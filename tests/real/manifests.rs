@@ -189,3 +189,61 @@ fn every_variant_is_installed_by_both_kubectls_and_the_policy_type_checks_withou
         "",
     );
 }
+
+/// The book's overlay into a namespace that already exists (the component
+/// `existing-namespace`), applied and deleted with `kubectl -k` as written: the namespace's
+/// own labels (a Pod Security level of `baseline`, a team label) are as they were after the
+/// apply, the CronJob is there, and after `kubectl delete -k` everything the overlay made is
+/// gone and the namespace is still there, not terminating. The overlay for a new namespace,
+/// by contrast, carries the Namespace object (tests/fake/manifests.rs).
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_books_overlay_into_an_existing_namespace_leaves_it_as_it_was() {
+    let cp = ControlPlane::shared();
+    let page = common::docs::page("install/kustomize.md");
+    let overlay = common::manifests::book_overlays(&page, &["Into another namespace"])
+        .into_iter()
+        .find(|o| o.name.ends_with("a namespace you already have"))
+        .expect("the book's overlay into a namespace you already have");
+    let (_dir, install) = common::manifests::write_book_overlay(&overlay);
+    let labels = serde_json::json!({
+        "team": "platform",
+        "pod-security.kubernetes.io/enforce": "baseline",
+    });
+    common::real::create(
+        cp,
+        &[serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "platform", "labels": labels}})],
+    );
+    let dir = install.to_str().expect("a UTF-8 path");
+    admin(cp, &["apply", "--server-side", "-k", dir], "");
+    let namespace = common::real::get(cp, "namespace", "", "platform").expect("platform");
+    for (key, value) in labels.as_object().unwrap() {
+        assert_eq!(&namespace["metadata"]["labels"][key], value, "label {key}");
+    }
+    assert!(
+        namespace["metadata"]["labels"]
+            .get("pod-security.kubernetes.io/warn")
+            .is_none(),
+        "the manifests' Pod Security labels were not applied: {namespace}"
+    );
+    assert!(common::real::get(cp, "cronjob", "platform", "prod-ecr-refresh").is_some());
+    admin(cp, &["delete", "-k", dir, "--wait=true"], "");
+    for (kind, namespace, name) in [
+        ("cronjob", "platform", "prod-ecr-refresh"),
+        ("serviceaccount", "platform", "prod-ecr-refresh"),
+        ("clusterrole", "", "prod-ecr-refresh"),
+        ("validatingadmissionpolicy", "", "prod-ecr-refresh"),
+    ] {
+        assert!(
+            common::real::get(cp, kind, namespace, name).is_none(),
+            "{kind} {name} deleted"
+        );
+    }
+    let namespace = common::real::get(cp, "namespace", "", "platform").expect("platform stays");
+    assert!(
+        namespace["metadata"].get("deletionTimestamp").is_none(),
+        "platform is not being deleted: {namespace}"
+    );
+    assert_eq!(namespace["status"]["phase"], "Active");
+}
