@@ -37,6 +37,26 @@ pub enum AccountError {
     Contended { account: String },
 }
 
+impl AccountError {
+    /// A failed request: Forbidden for a 403, which the fix is a grant for.
+    fn new(account: &str, action: &'static str, source: RequestError) -> Self {
+        let account = account.to_owned();
+        if source.code() == Some(403) {
+            Self::Forbidden {
+                account,
+                action,
+                source,
+            }
+        } else {
+            Self::Request {
+                account,
+                action,
+                source,
+            }
+        }
+    }
+}
+
 /// Makes sure the ServiceAccount lists the Secret in imagePullSecrets, exactly once. `first`:
 /// what a list showed of it (None: read it first).
 pub async fn attach(
@@ -47,21 +67,7 @@ pub async fn attach(
     mut first: Option<Option<ServiceAccount>>,
 ) -> Result<AccountOutcome, AccountError> {
     let name = account.as_str();
-    let fail = |action: &'static str, source: RequestError| {
-        if source.code() == Some(403) {
-            AccountError::Forbidden {
-                account: name.to_owned(),
-                action,
-                source,
-            }
-        } else {
-            AccountError::Request {
-                account: name.to_owned(),
-                action,
-                source,
-            }
-        }
-    };
+    let fail = |action, source| AccountError::new(name, action, source);
     for _ in 0..ATTEMPTS {
         let read = match first.take() {
             Some(listed) => listed,
@@ -132,21 +138,7 @@ pub async fn detach(
     dry_run: bool,
     mut first: Option<ServiceAccount>,
 ) -> Result<Detached, AccountError> {
-    let fail = |action: &'static str, source: RequestError| {
-        if source.code() == Some(403) {
-            AccountError::Forbidden {
-                account: account.to_owned(),
-                action,
-                source,
-            }
-        } else {
-            AccountError::Request {
-                account: account.to_owned(),
-                action,
-                source,
-            }
-        }
-    };
+    let fail = |action, source| AccountError::new(account, action, source);
     for _ in 0..ATTEMPTS {
         let read = match first.take() {
             Some(listed) => Some(listed),
