@@ -132,3 +132,118 @@ fn every_kubectl_run_in_the_docs_passes_a_server_dry_run_under_restricted_pod_se
         );
     }
 }
+
+/// The first shell command in `text` that starts with `start`, its continuation lines joined.
+fn shell_command(text: &str, start: &str) -> Option<String> {
+    let mut command = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if command.is_empty() && !line.starts_with(start) {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(part) => {
+                command.push_str(part.trim());
+                command.push(' ');
+            }
+            None => {
+                command.push_str(line);
+                return Some(command);
+            }
+        }
+    }
+    None
+}
+
+/// README's Helm install, as written (the registry you pushed to standing for REGISTRY),
+/// then the book's upgrade with a values file of your own, and its uninstall, each run with
+/// real Helm against a real kube-apiserver: the release is deployed, the CronJob pulls the
+/// image named and calls the region set, the upgrade's value reaches the CronJob, and the
+/// uninstall removes the cluster-wide objects.
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_readmes_helm_install_and_the_books_upgrade_and_uninstall_run_as_written() {
+    let cp = ControlPlane::start();
+    let home = tempfile::tempdir().expect("a directory for Helm's state");
+    let helm = |args: &[String]| {
+        let out = std::process::Command::new(crate::chart::helm_binary())
+            .args(args)
+            .env("HOME", home.path())
+            .env("HELM_CACHE_HOME", home.path().join("cache"))
+            .env("HELM_CONFIG_HOME", home.path().join("config"))
+            .env("HELM_DATA_HOME", home.path().join("data"))
+            .env("KUBECONFIG", cp.admin_kubeconfig())
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("helm runs");
+        assert!(
+            out.status.success(),
+            "helm {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let install = shell_command(&readme, "helm install ecr-refresh charts/ecr-refresh")
+        .expect("README shows the Helm install from the checkout");
+    let args: Vec<String> = words(&install.replace("REGISTRY", "registry.example"))
+        .into_iter()
+        .skip(1)
+        .collect();
+    helm(&args);
+    let cronjob = || {
+        crate::common::real::get(&cp, "cronjob", "ecr-refresh", "ecr-refresh")
+            .expect("the release's CronJob")
+    };
+    let env = |cronjob: &serde_json::Value, name: &str| {
+        cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    let installed = cronjob();
+    let container = &installed["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["image"],
+        format!("registry.example/ecr-refresh:{}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(env(&installed, "AWS_REGION"), Some("eu-west-1".into()));
+
+    let book = docs::texts()
+        .into_iter()
+        .find(|(file, _)| file.ends_with("install/index.md"))
+        .map(|(_, text)| text)
+        .expect("the book's install chapter");
+    let inline = |start: &str| {
+        book.split('`')
+            .find(|piece| piece.starts_with(start))
+            .unwrap_or_else(|| panic!("the install chapter shows `{start}…`"))
+            .to_owned()
+    };
+    let values = home.path().join("your-values.yaml");
+    std::fs::write(
+        &values,
+        "image: {repository: registry.example/ecr-refresh}\naws: {region: eu-west-1}\nconcurrency: 8\n",
+    )
+    .expect("writing your-values.yaml");
+    let upgrade = inline("helm upgrade ecr-refresh charts/ecr-refresh")
+        .replace("your-values.yaml", values.to_str().expect("a UTF-8 path"));
+    helm(&words(&upgrade).into_iter().skip(1).collect::<Vec<_>>());
+    assert_eq!(env(&cronjob(), "ECR_REFRESH_CONCURRENCY"), Some("8".into()));
+
+    let uninstall = inline("helm uninstall ecr-refresh");
+    helm(&words(&uninstall).into_iter().skip(1).collect::<Vec<_>>());
+    for (kind, namespace, name) in [
+        ("cronjob", "ecr-refresh", "ecr-refresh"),
+        ("clusterrole", "", "ecr-refresh"),
+        ("validatingadmissionpolicy", "", "ecr-refresh"),
+    ] {
+        assert!(
+            crate::common::real::get(&cp, kind, namespace, name).is_none(),
+            "{kind} {name} uninstalled"
+        );
+    }
+}

@@ -14,7 +14,8 @@ mod absence;
 mod admission;
 // Argo CD's repo-creds Secret written as the ServiceAccount, and real Helm pulling with it.
 mod argocd;
-// Every `kubectl run` in the docs, accepted by the real server under restricted Pod Security.
+// Every `kubectl run` in the docs, accepted by the real server under restricted Pod Security;
+// README's Helm install and the book's upgrade and uninstall, run as written.
 mod docs;
 // The Helm chart: renders as the kustomize manifests, installs, upgrades, holds and runs.
 mod chart;

@@ -216,7 +216,7 @@ fn the_books_overlay_into_an_existing_namespace_leaves_it_as_it_was() {
             "metadata": {"name": "platform", "labels": labels}})],
     );
     let dir = install.to_str().expect("a UTF-8 path");
-    admin(cp, &["apply", "--server-side", "-k", dir], "");
+    admin(cp, &["apply", "-k", dir], "");
     let namespace = common::real::get(cp, "namespace", "", "platform").expect("platform");
     for (key, value) in labels.as_object().unwrap() {
         assert_eq!(&namespace["metadata"]["labels"][key], value, "label {key}");
