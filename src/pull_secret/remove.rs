@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Secret;
 
 use crate::pull_secret::docker_config::{self, UnreadableDockerConfig};
 use crate::pull_secret::due::recorded_hosts;
+use crate::pull_secret::install::{INSTALL_ANNOTATION, Install};
 use crate::pull_secret::{CREATED_LABEL, DATA_KEY, FIELD_MANAGER, MANAGED_BY_LABEL};
 
 /// The annotations and labels of ours that a Secret keeps after its entries are taken out:
@@ -45,6 +46,8 @@ pub enum Kept {
     Unrecorded,
     /// Its `.dockerconfigjson` is not a docker config we can read.
     Unreadable,
+    /// ECR_REFRESH_INSTALL names this install, and another one wrote the Secret last.
+    OtherInstall,
 }
 
 impl Kept {
@@ -58,6 +61,10 @@ impl Kept {
                 "no ecr-refresh/registries annotation says which entries are ecr-refresh's: left as it is"
             }
             Self::Unreadable => "its .dockerconfigjson can't be read: left as it is",
+            Self::OtherInstall => {
+                "another install wrote it last (ecr-refresh/install): left as it is; run \
+                 uninstall with that install's ECR_REFRESH_INSTALL to remove its entries"
+            }
         }
     }
 }
@@ -82,8 +89,19 @@ pub fn managed_by_us(secret: &Secret) -> bool {
         .is_some_and(|v| v == FIELD_MANAGER)
 }
 
-/// The one decision for one Secret.
-pub fn removal(secret: &Secret) -> Removal {
+/// The one decision for one Secret. `install`: ECR_REFRESH_INSTALL, when set; a Secret
+/// another install wrote last is then left to that install's uninstall.
+pub fn removal(secret: &Secret, install: Option<&Install>) -> Removal {
+    let writer = secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(INSTALL_ANNOTATION));
+    if let (Some(ours), Some(writer)) = (install, writer)
+        && ours.as_str() != writer
+    {
+        return Removal::Keep(Kept::OtherInstall);
+    }
     let ours: Vec<String> = recorded_hosts(secret).into_iter().collect();
     if ours.is_empty() {
         return Removal::Keep(Kept::Unrecorded);
@@ -185,7 +203,7 @@ mod tests {
             Some(OURS),
             serde_json::json!({"auths": {OURS: entry("t")}}),
         );
-        assert_eq!(removal(&s), Removal::Delete);
+        assert_eq!(removal(&s, None), Removal::Delete);
     }
 
     #[test]
@@ -195,7 +213,7 @@ mod tests {
             Some(OURS),
             serde_json::json!({"auths": {OURS: entry("t")}}),
         );
-        assert_eq!(removal(&s), Removal::Keep(Kept::Adopted));
+        assert_eq!(removal(&s, None), Removal::Keep(Kept::Adopted));
     }
 
     #[test]
@@ -207,8 +225,8 @@ mod tests {
                 serde_json::json!({"auths": {"ghcr.io": entry("theirs"), OURS: entry("t"),
                     format!("https://{OURS}/"): entry("old")}}),
             );
-            let Removal::Strip { value, removed } = removal(&s) else {
-                panic!("created={created}: {:?}", removal(&s));
+            let Removal::Strip { value, removed } = removal(&s, None) else {
+                panic!("created={created}: {:?}", removal(&s, None));
             };
             let left: serde_json::Value = serde_json::from_slice(&value).unwrap();
             assert_eq!(
@@ -222,13 +240,38 @@ mod tests {
     #[test]
     fn a_secret_without_our_record_or_with_an_unreadable_value_is_kept() {
         let s = secret(true, None, serde_json::json!({"auths": {OURS: entry("t")}}));
-        assert_eq!(removal(&s), Removal::Keep(Kept::Unrecorded));
+        assert_eq!(removal(&s, None), Removal::Keep(Kept::Unrecorded));
         let mut s = secret(true, Some(OURS), serde_json::json!({}));
         s.data = Some(BTreeMap::from([(
             DATA_KEY.to_owned(),
             ByteString(b"not json".to_vec()),
         )]));
-        assert_eq!(removal(&s), Removal::Keep(Kept::Unreadable));
+        assert_eq!(removal(&s, None), Removal::Keep(Kept::Unreadable));
+    }
+
+    #[test]
+    fn a_secret_another_install_wrote_is_left_to_that_installs_uninstall() {
+        let mut s = secret(
+            true,
+            Some(OURS),
+            serde_json::json!({"auths": {OURS: entry("t")}}),
+        );
+        s.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(
+                INSTALL_ANNOTATION.to_owned(),
+                "team-b/ecr-refresh".to_owned(),
+            );
+        let ours: Install = "platform/ecr-refresh".parse().unwrap();
+        let theirs: Install = "team-b/ecr-refresh".parse().unwrap();
+        assert_eq!(removal(&s, Some(&ours)), Removal::Keep(Kept::OtherInstall));
+        assert_eq!(removal(&s, Some(&theirs)), Removal::Delete);
+        assert_eq!(
+            removal(&s, None),
+            Removal::Delete,
+            "no install named: every one"
+        );
     }
 
     #[test]
@@ -239,9 +282,9 @@ mod tests {
             serde_json::json!({"auths": {OURS: entry("t")}, "credHelpers": {"x": "y"}}),
         );
         assert!(
-            matches!(removal(&s), Removal::Strip { .. }),
+            matches!(removal(&s, None), Removal::Strip { .. }),
             "{:?}",
-            removal(&s)
+            removal(&s, None)
         );
     }
 }

@@ -13,6 +13,9 @@
 //! - one we adopted that holds only our entries is left, with a line saying so: someone else
 //!   made it.
 //!
+//! With ECR_REFRESH_INSTALL set, a Secret another install wrote last is left to that
+//! install's uninstall.
+//!
 //! Then every ServiceAccount named in ECR_REFRESH_SERVICE_ACCOUNTS loses its
 //! `{name: <secret>}` entry in imagePullSecrets, and nothing else.
 //! ECR_REFRESH_DRY_RUN=true sends every write as a server-side dry run: the log says what
@@ -31,6 +34,7 @@ use crate::cluster::by_name::ByName;
 use crate::cluster::client;
 use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
+use crate::pull_secret::install::Install;
 use crate::pull_secret::remove::{self, OUR_PREFIX, Removal};
 use crate::pull_secret::service_accounts::{self, Detached};
 use crate::pull_secret::{DATA_KEY, FIELD_MANAGER, MANAGED_BY_LABEL};
@@ -129,7 +133,7 @@ pub async fn run(config: &Config) -> u8 {
             let namespace = secret.metadata.namespace.clone().unwrap_or_default();
             let uid = secret.metadata.uid.clone().unwrap_or_default();
             let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-            match undo(&api, name, dry_run, secret).await {
+            match undo(&api, name, dry_run, config.install.as_ref(), secret).await {
                 Ok((done, detail)) => {
                     *tally.entry(done.as_str(dry_run)).or_default() += 1;
                     info!(
@@ -225,6 +229,7 @@ async fn undo(
     api: &Api<Secret>,
     name: &str,
     dry_run: bool,
+    install: Option<&Install>,
     first: Secret,
 ) -> Result<(Done, String), UninstallError> {
     let namespace = first.metadata.namespace.clone().unwrap_or_default();
@@ -263,7 +268,7 @@ async fn undo(
                 "no longer labelled app.kubernetes.io/managed-by: ecr-refresh".to_owned(),
             ));
         }
-        let sent = match remove::removal(&current) {
+        let sent = match remove::removal(&current, install) {
             Removal::Keep(why) => return Ok((Done::Kept, why.as_str().to_owned())),
             Removal::Delete => {
                 let params = DeleteParams {
