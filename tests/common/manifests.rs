@@ -238,13 +238,14 @@ pub struct BookOverlay {
     pub files: Vec<(String, String)>,
 }
 
-/// Every overlay of a page whose heading is one of `headings` or under one (`##` and `###`).
+/// Every overlay of a page whose heading is one of `headings` or under one (`#`, `##` and
+/// `###`).
 pub fn book_overlays(page: &str, headings: &[&str]) -> Vec<BookOverlay> {
     let mut overlays: Vec<BookOverlay> = Vec::new();
     let (mut section, mut heading, mut wanted) = (String::new(), String::new(), false);
     let mut lines = page.lines().peekable();
     while let Some(line) = lines.next() {
-        if let Some(title) = line.strip_prefix("## ") {
+        if let Some(title) = line.strip_prefix("## ").or_else(|| line.strip_prefix("# ")) {
             section = title.to_owned();
             heading = title.to_owned();
             wanted = headings.contains(&title);

@@ -247,3 +247,73 @@ fn the_books_overlay_into_an_existing_namespace_leaves_it_as_it_was() {
     );
     assert_eq!(namespace["status"]["phase"], "Active");
 }
+
+/// README's kustomize install, as the book writes it: the overlay `ecr-refresh-install/`
+/// beside a clone, applied with `kubectl apply -k`; every object it renders is created, the
+/// CronJob carries the overlay's region and registries, the book's first-run `kubectl create
+/// job --from=cronjob/ecr-refresh` is accepted, and `kubectl delete -k` removes the
+/// cluster-wide objects again.
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_readmes_kustomize_install_applies_as_written() {
+    let cp = &ControlPlane::start();
+    let page = common::docs::page("install/kustomize.md");
+    let overlay = common::manifests::book_overlays(&page, &["Manifests"])
+        .into_iter()
+        .next()
+        .expect("the book's install overlay, under its first heading");
+    let (_dir, install) = common::manifests::write_book_overlay(&overlay);
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .expect("README.md");
+    assert!(
+        readme.contains("kubectl apply -k ecr-refresh-install/"),
+        "README installs the overlay of that name"
+    );
+    let dir = install.to_str().expect("a UTF-8 path");
+    let rendered = common::manifests::documents(&admin(cp, &["kustomize", dir], ""));
+    let applied = admin(cp, &["apply", "-k", dir], "");
+    assert_eq!(
+        applied.lines().filter(|l| l.ends_with(" created")).count(),
+        rendered.len(),
+        "every object created:\n{applied}"
+    );
+    let cronjob =
+        common::real::get(cp, "cronjob", "ecr-refresh", "ecr-refresh").expect("the CronJob");
+    let env = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+        .to_string();
+    assert!(env.contains("eu-west-1"), "{env}");
+    assert!(
+        env.contains("111122223333.dkr.ecr.eu-west-1.amazonaws.com"),
+        "{env}"
+    );
+    let job = page
+        .lines()
+        .find(|l| l.starts_with("kubectl create job --from=cronjob/ecr-refresh \"$job\""))
+        .expect("the book's first-run command");
+    assert!(job.contains("-n ecr-refresh"), "{job}");
+    admin(
+        cp,
+        &[
+            "create",
+            "job",
+            "--from=cronjob/ecr-refresh",
+            "ecr-refresh-first-1",
+            "-n",
+            "ecr-refresh",
+        ],
+        "",
+    );
+    assert!(common::real::get(cp, "job", "ecr-refresh", "ecr-refresh-first-1").is_some());
+    admin(cp, &["delete", "-k", dir, "--wait=false"], "");
+    for (kind, name) in [
+        ("clusterrole", "ecr-refresh"),
+        ("validatingadmissionpolicy", "ecr-refresh"),
+        ("clusterrolebinding", "ecr-refresh-admission"),
+    ] {
+        assert!(
+            common::real::get(cp, kind, "", name).is_none(),
+            "{kind} {name} deleted"
+        );
+    }
+}
