@@ -19,7 +19,7 @@ use common::attacks::{
     targets, wide_rbac,
 };
 use common::manifests::{
-    copy as copy_of_manifests, cronjob_env, documents, render, render_from, render_overlay, yaml,
+    copy as copy_of_manifests, cronjob_env, documents, render, render_overlay, yaml,
 };
 use common::*;
 use fake_cluster::{FakeCluster, Resource};
@@ -507,23 +507,25 @@ fn without_the_component_a_run_sends_no_service_account_request_and_nothing_is_r
 #[test]
 #[ignore = "needs kubectl (bash .ci/test)"]
 fn a_renamed_secret_and_namespace_are_followed_by_the_rbac_and_the_policy() {
+    // As the book's kustomize page renames it: from an overlay of the user's, with the
+    // component secret-name and a ConfigMap of the overlay's own; the clone is untouched.
     let copy = copy_of_manifests();
-    let root = copy.path().join("manifests");
-    let cronjob = root.join("base/cronjob.yaml");
-    let text = std::fs::read_to_string(&cronjob).unwrap();
-    assert!(text.contains("value: aws-ecr-token"));
+    let overlay = copy.path().join("overlay");
+    std::fs::create_dir_all(&overlay).unwrap();
     write(
-        &cronjob,
-        &text.replace("value: aws-ecr-token", "value: team-pull"),
+        &overlay.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         namespace: platform\n\
+         resources: [../manifests, secret-name.yaml]\n\
+         components: [../manifests/components/service-accounts, ../manifests/components/secret-name]\n",
     );
-    let base = root.join("base/kustomization.yaml");
-    let text = std::fs::read_to_string(&base).unwrap();
     write(
-        &base,
-        &text.replace("namespace: ecr-refresh", "namespace: platform"),
+        &overlay.join("secret-name.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ecr-refresh-secret-name}\n\
+         data: {name: team-pull}\n",
     );
 
-    let renamed = render_from(&root, "", true);
+    let renamed = common::manifests::kustomize(&overlay);
     let held = documents(&renamed)
         .into_iter()
         .find(|d| {
