@@ -7,6 +7,7 @@
 
 pub mod attacks;
 pub mod docs;
+pub mod lane;
 pub mod manifests;
 pub mod pki;
 pub mod pods;

@@ -14,6 +14,8 @@ mod absence;
 mod admission;
 // Argo CD's repo-creds Secret written as the ServiceAccount, and real Helm pulling with it.
 mod argocd;
+// The core scenarios of tests/common/lane.rs, written once, on the real server.
+mod e2e;
 // Every `kubectl run` in the docs, accepted by the real server under restricted Pod Security;
 // README's Helm install and the book's upgrade and uninstall, run as written.
 mod docs;
