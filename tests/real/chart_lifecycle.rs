@@ -7,9 +7,9 @@
 //! There is no scheduler and no kubelet: the job controller creates each Job's pod, which
 //! stays Pending, so a Job ends only at its `activeDeadlineSeconds`, failed by the real
 //! controller (`DeadlineExceeded`); the cronjob controller starts a Job at each slot of the
-//! schedule. The releases here set a deadline of 10 s or less, `backoffLimit: 0` and a
-//! schedule of every minute (or `suspend`), so a test waits at most about a minute, for the
-//! next slot.
+//! schedule. The releases here set a deadline of 10 s or less and `backoffLimit: 0` (but the
+//! one whose deadline is null, which only waits for its Job to start), and a schedule of
+//! every minute (or `suspend`), so a test waits at most about a minute, for the next slot.
 //!
 //! One control plane of the module's own (`ControlPlane::shared_by("chart-lifecycle")`): on
 //! the binary's shared one the controllers would act on chart.rs's CronJobs, and on the Job
