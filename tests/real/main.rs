@@ -21,6 +21,8 @@ mod e2e;
 mod docs;
 // The Helm chart: renders as the kustomize manifests, installs, upgrades, holds and runs.
 mod chart;
+// The chart's install, upgrades, first run and uninstall, with the job and cronjob controllers.
+mod chart_lifecycle;
 // `ecr-refresh check` as the ServiceAccount, under the manifests' RBAC.
 mod check;
 // manifests/ installed as shipped with `kubectl apply -k`, type-checked by the server.
