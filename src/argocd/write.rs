@@ -14,8 +14,8 @@ use crate::argocd::secret::{self, Desired, NotOurs};
 use crate::argocd::{RepoType, Target};
 use crate::cluster::retry::{self, RequestError};
 use crate::pull_secret::FIELD_MANAGER;
-use crate::pull_secret::due::{Decision, Policy};
-use crate::pull_secret::write::{Written, is_namespace_not_found, is_uid_field};
+use crate::pull_secret::due::Policy;
+use crate::pull_secret::write::{Read, Written, is_namespace_not_found, is_uid_field};
 use crate::report::Outcome;
 
 /// Reads, conflicts and deletions survived before the Secret is given up.
@@ -55,12 +55,6 @@ impl ArgoError {
             Self::Request { action, source }
         }
     }
-}
-
-/// The Secret as read, and whether it is due.
-pub struct Read {
-    pub current: Option<Secret>,
-    pub decision: Decision,
 }
 
 /// Reads the Secret (None: there is none).
