@@ -5,7 +5,8 @@
 //! this order on the same server:
 //! 1. ecr-refresh creating every Secret (no readers: there is nothing to read yet);
 //! 2. ecr-refresh updating every Secret with a new token;
-//! 3. ecr-refresh with `ECR_REFRESH_RENEW_BEFORE=8h`, nothing due;
+//! 3. ecr-refresh with `ECR_REFRESH_RENEW_BEFORE=8h`, nothing due; then the same with no
+//!    readers beside it (the run alone on the server);
 //! 4. and 5. the same two with the Secrets read one namespace at a time (the namespaces
 //!    named literally, as the namespaced install does), for the ratio to the one list;
 //! 6. the seed's cron loop, `kubectl delete secret --ignore-not-found` then `kubectl create
@@ -19,7 +20,15 @@
 //! worker takes the namespaces in the script's order. Above 1,000 namespaces they run only
 //! with `REAL_KUBECTL_LOOPS=1` (at 10,000 they would take well over an hour here).
 //!
-//! During 2 to 5, readers in 20 namespaces GET the Secret in a tight loop and WATCH it, and
+//! `REAL_ONLY=nothing-due` runs only 1 and the two nothing-due rows of 3 (the second
+//! `REAL_REPEAT` times, default 1), then reads the same pages with a plain client: the
+//! namespace pages and the Secret list's pages, bodies read and not parsed, one list after the
+//! other and the two side by side (the server's own time to serve them, the floor of a run).
+//! `REAL_HOLD=<file>` (with it) writes the environment of a nothing-due run to `<file>` after
+//! the create, and keeps the server up until the file is deleted: for timing builds of the
+//! binary by hand.
+//!
+//! During 2 to 5 (but the nothing-due row without readers), readers in 20 namespaces GET the Secret in a tight loop and WATCH it, and
 //! count 404s, DELETED events and uid changes. Requests are the server's own
 //! `apiserver_request_total` from /metrics before and after, less the readers' (counted by
 //! them: a WATCH is counted when it ends, so the count may lag by one per reader) and the
@@ -75,6 +84,17 @@ fn main() {
             .unwrap_or_else(|| panic!("REAL_KUBECTL_PARALLEL: {v:?} is not a count above 0"))
     });
     let loops = n <= 1_000 || std::env::var("REAL_KUBECTL_LOOPS").is_ok_and(|v| v == "1");
+    let only_nothing_due = match std::env::var("REAL_ONLY").as_deref() {
+        Err(_) => false,
+        Ok("nothing-due") => true,
+        Ok(other) => panic!("REAL_ONLY: {other:?} is not a row set; e.g. nothing-due"),
+    };
+    let repeat: usize = std::env::var("REAL_REPEAT").map_or(1, |v| {
+        v.parse()
+            .ok()
+            .filter(|&r| r > 0)
+            .unwrap_or_else(|| panic!("REAL_REPEAT: {v:?} is not a count above 0"))
+    });
     gnu_time();
     let started = Instant::now();
     let real = Real::start(n);
@@ -100,18 +120,42 @@ fn main() {
         ecr_refresh(&real, &[])
     }));
     check_passwords(&real, &last_issued(&real));
-    rows.push(phase(&real, "ecr-refresh update", Some(&watched), || {
-        ecr_refresh(&real, &[])
-    }));
-    check_passwords(&real, &last_issued(&real));
+    if let Ok(hold) = std::env::var("REAL_HOLD") {
+        hold_for_hand_runs(&real, &hold);
+    }
+    if !only_nothing_due {
+        rows.push(phase(&real, "ecr-refresh update", Some(&watched), || {
+            ecr_refresh(&real, &[])
+        }));
+        check_passwords(&real, &last_issued(&real));
+    }
     let calls = real.ecr.calls().len();
+    let nothing_due = [("ECR_REFRESH_RENEW_BEFORE", "8h")];
     rows.push(phase(
         &real,
         "ecr-refresh RENEW_BEFORE=8h, nothing due",
         Some(&watched),
-        || ecr_refresh(&real, &[("ECR_REFRESH_RENEW_BEFORE", "8h")]),
+        || ecr_refresh(&real, &nothing_due),
     ));
+    for _ in 0..repeat {
+        rows.push(phase(
+            &real,
+            "ecr-refresh RENEW_BEFORE=8h, nothing due, no readers",
+            None,
+            || ecr_refresh(&real, &nothing_due),
+        ));
+    }
     assert_eq!(real.ecr.calls().len(), calls, "nothing due: no ECR call");
+    if only_nothing_due {
+        print_table(&rows, n);
+        plain_client_pages(&real);
+        println!(
+            "\nwhole bench: {:.1?}; load average {} at the end",
+            started.elapsed(),
+            loadavg()
+        );
+        return;
+    }
     rows.push(phase(
         &real,
         "ecr-refresh update, per namespace",
@@ -300,19 +344,27 @@ fn check_passwords(real: &Real, password: &str) {
 
 fn print_table(rows: &[Row], n: usize) {
     println!("\n## {n} namespaces, one fresh real kube-apiserver and etcd\n");
-    if rows.len() < 7 {
+    if !rows.iter().any(|r| r.name.starts_with("1: ")) {
         println!(
-            "(kubectl loops not run: \"vs 1\" and \"vs 2\" are to the two per-namespace runs)\n"
+            "(kubectl loops not run: \"vs 1\" and \"vs 2\" are to the two per-namespace runs, or to the first row without them)\n"
         );
     }
     println!(
         "| run | wall s | API requests | requests/ns | on Secrets per ns | CPU s | peak RSS MB | etcd DB MB (in use) | reads | 404s | DELETED | uid changes | wall vs 1 | vs 2 | requests vs 1 | vs 2 |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    // Without the kubectl loops, the ratios are to the per-namespace runs: update, nothing due.
-    let (loop1, loop2) = match rows.get(5..7) {
-        Some([one, two]) => (one, two),
-        _ => (&rows[3], &rows[4]),
+    // The ratios are to the kubectl loops, or without them to the per-namespace runs (update,
+    // nothing due), or without those to the first row.
+    let named = |prefix: &str| rows.iter().find(|r| r.name.starts_with(prefix));
+    let (loop1, loop2) = match (named("1: "), named("2: ")) {
+        (Some(one), Some(two)) => (one, two),
+        _ => match (
+            named("ecr-refresh update, per namespace"),
+            named("ecr-refresh RENEW_BEFORE=8h, nothing due, per namespace"),
+        ) {
+            (Some(one), Some(two)) => (one, two),
+            _ => (&rows[0], &rows[0]),
+        },
     };
     for row in rows {
         let (reads, missing, deleted, uids) = row.seen.as_ref().map_or_else(
@@ -354,4 +406,98 @@ fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Writes the environment of a nothing-due run to `file` (a shell script of exports and the
+/// binary's path), and waits until the file is deleted.
+fn hold_for_hand_runs(real: &Real, file: &str) {
+    let command = real.ecr_refresh(&[("ECR_REFRESH_RENEW_BEFORE", "8h")]);
+    let mut script = String::new();
+    for (k, v) in command.get_envs() {
+        if let Some(v) = v {
+            script.push_str(&format!(
+                "export {}='{}'\n",
+                k.to_string_lossy(),
+                v.to_string_lossy()
+            ));
+        }
+    }
+    script.push_str(&format!(
+        "# the bench's binary: {}\n",
+        command.get_program().to_string_lossy()
+    ));
+    std::fs::write(file, script).expect("REAL_HOLD's file");
+    eprintln!("REAL_HOLD: the server is up; source {file} to run by hand, delete it to go on");
+    while std::path::Path::new(file).exists() {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The pages a nothing-due run reads, read by a plain client as ecr-refresh's user, bodies
+/// not parsed (the continue token is cut out of the text): the server's own time to serve
+/// them. The namespace list and the Secret list one after the other, then side by side.
+fn plain_client_pages(real: &Real) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(real.cp.ecr_refresh_kubeconfig())
+            .expect("a kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("a kube config");
+        let client = kube::Client::try_from(config).expect("a kube client");
+        let namespaces = "/api/v1/namespaces?limit=500".to_owned();
+        let secrets = format!("/api/v1/secrets?fieldSelector=metadata.name%3D{}&limit=500", real::SECRET);
+        // Once to warm the connection and the server's caches, then measured.
+        read_pages(&client, &namespaces).await;
+        for round in 1..=2 {
+            let started = Instant::now();
+            let (n_pages, n_bytes) = read_pages(&client, &namespaces).await;
+            let namespace_time = started.elapsed();
+            let started = Instant::now();
+            let (s_pages, s_bytes) = read_pages(&client, &secrets).await;
+            let secret_time = started.elapsed();
+            let started = Instant::now();
+            futures::join!(read_pages(&client, &namespaces), read_pages(&client, &secrets));
+            let both = started.elapsed();
+            println!(
+                "plain client, round {round}: {n_pages} namespace pages ({:.1} MB) {:.3} s, {s_pages} Secret pages ({:.1} MB) {:.3} s, one after the other {:.3} s, side by side {:.3} s; load average {}",
+                n_bytes as f64 / 1e6,
+                namespace_time.as_secs_f64(),
+                s_bytes as f64 / 1e6,
+                secret_time.as_secs_f64(),
+                (namespace_time + secret_time).as_secs_f64(),
+                both.as_secs_f64(),
+                loadavg(),
+            );
+        }
+    });
+}
+
+/// Every page of a list, bodies read whole; the pages and bytes read.
+async fn read_pages(client: &kube::Client, first: &str) -> (usize, usize) {
+    let (mut pages, mut bytes) = (0, 0);
+    let mut token: Option<String> = None;
+    loop {
+        let uri = match &token {
+            None => first.to_owned(),
+            Some(t) => format!("{first}&continue={t}"),
+        };
+        let request = http::Request::get(uri).body(Vec::new()).expect("a request");
+        let text = client.request_text(request).await.expect("a list page");
+        pages += 1;
+        bytes += text.len();
+        // The list's metadata comes before its items: the token is near the start.
+        let head = &text[..text.len().min(8192)];
+        token = head.split_once("\"continue\":\"").and_then(|(_, rest)| {
+            rest.split_once('"')
+                .map(|(t, _)| t.to_owned())
+                .filter(|t| !t.is_empty())
+        });
+        if token.is_none() {
+            return (pages, bytes);
+        }
+    }
 }

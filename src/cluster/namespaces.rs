@@ -49,9 +49,10 @@ pub enum NamespaceError {
 }
 
 /// The selected namespaces, a page at a time, as they arrive.
-pub struct Pages<'a> {
+pub struct Pages {
     api: Api<Namespace>,
-    selection: &'a Selection,
+    /// Its own copy: the pages are read by a task of their own (run/reads.rs).
+    selection: Selection,
     state: State,
     seen: HashSet<String>,
     restarts: u32,
@@ -66,8 +67,8 @@ enum State {
     Done,
 }
 
-impl<'a> Pages<'a> {
-    pub fn new(client: Client, selection: &'a Selection) -> Self {
+impl Pages {
+    pub fn new(client: Client, selection: &Selection) -> Self {
         let state = if selection.literal_names().is_some() {
             State::Literal
         } else {
@@ -75,7 +76,7 @@ impl<'a> Pages<'a> {
         };
         Self {
             api: Api::all(client),
-            selection,
+            selection: selection.clone(),
             state,
             seen: HashSet::new(),
             restarts: 0,
@@ -168,13 +169,18 @@ impl<'a> Pages<'a> {
     /// looked up by name (a list by metadata.name, one request per name not shown; nothing
     /// when every name was shown), and reported only if there is no such namespace.
     async fn missing(&mut self) -> Vec<Candidate> {
-        let selection = self.selection;
+        let named: Vec<String> = self
+            .selection
+            .named()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
         let mut missing = Vec::new();
-        for name in selection.named() {
-            if self.seen.contains(name) {
+        for name in named {
+            if self.seen.contains(&name) {
                 continue;
             }
-            if selection.label_selector.is_some() {
+            if self.selection.label_selector.is_some() {
                 let params = ListParams::default()
                     .fields(&format!("metadata.name={name}"))
                     .limit(1);
@@ -182,13 +188,13 @@ impl<'a> Pages<'a> {
                     Ok(list) if list.items.is_empty() => {}
                     Ok(_) => continue,
                     Err(e) => {
-                        warn!(namespace = name, error = %e, "could not tell whether a namespace named in ECR_REFRESH_NAMESPACES exists");
+                        warn!(namespace = name.as_str(), error = %e, "could not tell whether a namespace named in ECR_REFRESH_NAMESPACES exists");
                         continue;
                     }
                 }
             }
             missing.push(Candidate {
-                name: name.to_owned(),
+                name,
                 terminating: false,
                 origin: Origin::Missing,
             });

@@ -695,3 +695,178 @@ fn a_secret_list_whose_continue_token_expires_is_read_again_and_each_namespace_v
     // Pages of 2: the second meets the 410, and the list starts again, 3 pages.
     assert_eq!(statuses, [200, 410, 200, 200, 200]);
 }
+
+/// The GETs of single Secrets, by namespace.
+fn gets_by_namespace(requests: &[Recorded]) -> std::collections::BTreeMap<String, usize> {
+    let mut gets = std::collections::BTreeMap::new();
+    for r in requests {
+        if r.method == "GET"
+            && let Some(namespace) = r
+                .path
+                .strip_prefix("/api/v1/namespaces/")
+                .and_then(|rest| rest.strip_suffix(&format!("/secrets/{SECRET}")))
+        {
+            *gets.entry(namespace.to_owned()).or_insert(0) += 1;
+        }
+    }
+    gets
+}
+
+/// Five namespaces with fresh Secrets, on a fake that pages by two: the Secret list's first
+/// page shows ns-0 and ns-1, and its later pages are answered `status` (forever).
+fn a_secret_list_failing_after_its_first_page(status: u16) -> (Harness, Run, Vec<Recorded>) {
+    let h = Harness::with(fake_cluster::FakeCluster::builder().max_page(2).start());
+    let names: Vec<String> = (0..5).map(|i| format!("ns-{i}")).collect();
+    for name in &names {
+        h.cluster.add_namespace(name, &[]);
+    }
+    h.run(&[RENEW_8H]).expect_code(0);
+    h.cluster.add_fault(
+        fake_cluster::Fault::new("GET", "^/api/v1/secrets$", status).query("(^|&)continue="),
+    );
+    let mark = h.cluster.requests().len();
+
+    let run = h.run(&[RENEW_8H]);
+
+    run.expect_code(0);
+    assert_eq!(run.lines[0]["read"], "list", "{:?}", run.lines[0]);
+    for name in &names {
+        // One line each (`outcome` asserts it): judged once, on the list or on a GET.
+        assert_eq!(run.outcome(name), "fresh", "{name}");
+    }
+    assert_eq!(run.summary()["fresh"], 5);
+    let requests = since(&h, mark);
+    assert_eq!(writes(&requests), Vec::<String>::new());
+    assert!(
+        run.lines.iter().any(|l| l["level"] == "WARN"
+            && l["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("the Secret list stopped")),
+        "the break is said:\n{}",
+        run.stdout
+    );
+    (h, run, requests)
+}
+
+#[test]
+fn a_secret_list_refused_after_its_first_page_reads_by_name_only_the_namespaces_it_had_not_shown() {
+    let (_h, _run, requests) = a_secret_list_failing_after_its_first_page(403);
+
+    // Never both: ns-0 and ns-1 were judged on the list's first page, and only the three it
+    // had not shown are read by name, once each.
+    let expected: std::collections::BTreeMap<String, usize> = ["ns-2", "ns-3", "ns-4"]
+        .into_iter()
+        .map(|n| (n.to_owned(), 1))
+        .collect();
+    assert_eq!(gets_by_namespace(&requests), expected);
+    let lists: Vec<u16> = requests
+        .iter()
+        .filter(|r| r.path == "/api/v1/secrets")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(lists, [200, 403], "a 403 is not retried");
+}
+
+#[test]
+fn a_secret_list_failing_with_500_after_its_first_page_is_retried_then_the_rest_read_by_name() {
+    let (_h, _run, requests) = a_secret_list_failing_after_its_first_page(500);
+
+    let expected: std::collections::BTreeMap<String, usize> = ["ns-2", "ns-3", "ns-4"]
+        .into_iter()
+        .map(|n| (n.to_owned(), 1))
+        .collect();
+    assert_eq!(gets_by_namespace(&requests), expected);
+    let lists: Vec<u16> = requests
+        .iter()
+        .filter(|r| r.path == "/api/v1/secrets")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        lists,
+        [200, 500, 500, 500, 500, 500],
+        "five tries of page 2"
+    );
+}
+
+#[test]
+fn a_secret_list_whose_continue_token_keeps_expiring_restarts_three_times_then_reads_the_rest_by_name()
+ {
+    let (_h, run, requests) = a_secret_list_failing_after_its_first_page(410);
+
+    let expected: std::collections::BTreeMap<String, usize> = ["ns-2", "ns-3", "ns-4"]
+        .into_iter()
+        .map(|n| (n.to_owned(), 1))
+        .collect();
+    assert_eq!(gets_by_namespace(&requests), expected);
+    let lists: Vec<u16> = requests
+        .iter()
+        .filter(|r| r.path == "/api/v1/secrets")
+        .map(|r| r.status)
+        .collect();
+    // The first page, and a 410 for page 2, four times: three restarts, then the list is
+    // over. The restarts showed ns-0 and ns-1 again: not judged again.
+    assert_eq!(lists, [200, 410, 200, 410, 200, 410, 200, 410]);
+    let restarts = run
+        .messages_starting("list continue token expired (410)")
+        .len();
+    assert_eq!(restarts, 3);
+}
+
+#[test]
+fn namespace_pages_slower_than_the_secret_pages_still_judge_each_namespace_once_on_the_list() {
+    let h = Harness::new();
+    let names: Vec<String> = (0..1200).map(|i| format!("team-{i:04}")).collect();
+    for name in &names {
+        h.cluster.add_namespace(name, &[]);
+    }
+    h.run(&[RENEW_8H, ("RUST_LOG", "warn")]).expect_code(0);
+    // Every Secret page is read before the second namespace page: the Secrets wait for their
+    // namespaces (at most about two pages of them), and none is read twice.
+    h.cluster.add_fault(fake_cluster::Fault::slow(
+        Some("GET"),
+        "^/api/v1/namespaces$",
+        Duration::from_millis(300),
+    ));
+    let mark = h.cluster.requests().len();
+
+    let run = h.run(&[RENEW_8H]);
+
+    run.expect_code(0);
+    assert_eq!(run.lines[0]["read"], "list");
+    assert_eq!(run.summary()["fresh"], 1200);
+    for name in names.iter().step_by(97) {
+        assert_eq!(run.outcome(name), "fresh", "{name}");
+    }
+    assert_eq!(read_counts(&since(&h, mark)), (3, 3, 0, 1));
+}
+
+#[test]
+fn secret_pages_slower_than_the_namespace_pages_still_judge_each_namespace_once_on_the_list() {
+    let h = Harness::new();
+    let names: Vec<String> = (0..1200).map(|i| format!("team-{i:04}")).collect();
+    for name in &names {
+        h.cluster.add_namespace(name, &[]);
+    }
+    // One namespace without the Secret: created, on the list's word, with no GET.
+    h.run(&[RENEW_8H, ("RUST_LOG", "warn")]).expect_code(0);
+    h.cluster.add_namespace("zz-new", &[]);
+    h.cluster.add_fault(fake_cluster::Fault::slow(
+        Some("GET"),
+        "^/api/v1/secrets$",
+        Duration::from_millis(300),
+    ));
+    let mark = h.cluster.requests().len();
+
+    let run = h.run(&[RENEW_8H]);
+
+    run.expect_code(0);
+    assert_eq!(run.summary()["fresh"], 1200);
+    assert_eq!(run.outcome("zz-new"), "created");
+    let requests = since(&h, mark);
+    assert_eq!(
+        writes(&requests),
+        ["POST /api/v1/namespaces/zz-new/secrets"]
+    );
+    assert_eq!(gets_by_namespace(&requests).len(), 0);
+}

@@ -703,7 +703,9 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     if !shared.latency.is_zero() {
         added_latency(shared.latency).await;
     }
-    let fault = shared.lock().take_fault(method, path);
+    let fault = shared
+        .lock()
+        .take_fault(method, path, parts.uri.query().unwrap_or_default());
     let mut lose_answer = false;
     let outcome = match fault {
         Some((latency, answer, lose)) => {

@@ -104,6 +104,9 @@ pub struct Fault {
     pub method: Option<String>,
     /// Regex matched against the request path.
     pub path: String,
+    /// Regex matched against the raw query string (without the `?`); None matches any. E.g.
+    /// `continue=` for a list's later pages only.
+    pub query: Option<String>,
     /// Status to answer; None serves the request normally (after `latency`).
     pub status: Option<u16>,
     /// Body to answer with (a JSON string is sent as plain text); None answers as the real
@@ -127,6 +130,7 @@ impl Fault {
         Fault {
             method: Some(method.to_owned()),
             path: path.to_owned(),
+            query: None,
             status: Some(status),
             body: None,
             retry_after_seconds: None,
@@ -158,6 +162,7 @@ impl Fault {
         Fault {
             method: method.map(str::to_owned),
             path: path.to_owned(),
+            query: None,
             status: None,
             body: None,
             retry_after_seconds: None,
@@ -170,6 +175,14 @@ impl Fault {
     pub fn times(self, n: usize) -> Self {
         Fault {
             count: Some(n),
+            ..self
+        }
+    }
+    /// Only requests whose raw query string matches this regex: `continue=` for the pages
+    /// after a list's first.
+    pub fn query(self, query: &str) -> Self {
+        Fault {
+            query: Some(query.to_owned()),
             ..self
         }
     }
@@ -198,6 +211,7 @@ impl Fault {
 struct ActiveFault {
     fault: Fault,
     path: Regex,
+    query: Option<Regex>,
     remaining: Option<usize>,
 }
 
@@ -228,7 +242,7 @@ impl Inner {
     }
 
     /// The first fault rule matching the request, counted down.
-    fn take_fault(&mut self, method: &str, path: &str) -> Option<FaultOutcome> {
+    fn take_fault(&mut self, method: &str, path: &str, query: &str) -> Option<FaultOutcome> {
         let i = self.faults.iter().position(|f| {
             f.remaining != Some(0)
                 && f.fault
@@ -236,6 +250,7 @@ impl Inner {
                     .as_deref()
                     .is_none_or(|m| m.eq_ignore_ascii_case(method))
                 && f.path.is_match(path)
+                && f.query.as_ref().is_none_or(|q| q.is_match(query))
         })?;
         let active = &mut self.faults[i];
         if let Some(n) = active.remaining.as_mut() {
@@ -650,14 +665,18 @@ users:
     }
     /// Rules are tried in the order they were added; the first match applies.
     ///
-    /// Panics when `fault.path` is not a valid regex.
+    /// Panics when `fault.path` (or `fault.query`) is not a valid regex.
     pub fn add_fault(&self, fault: Fault) {
         let path = Regex::new(&fault.path)
             .unwrap_or_else(|e| panic!("fault path {:?} is not a regex: {e}", fault.path));
+        let query = fault.query.as_ref().map(|q| {
+            Regex::new(q).unwrap_or_else(|e| panic!("fault query {q:?} is not a regex: {e}"))
+        });
         let remaining = fault.count;
         self.shared.lock().faults.push(ActiveFault {
             fault,
             path,
+            query,
             remaining,
         });
     }
