@@ -30,7 +30,7 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use tracing::{error, info, warn};
 
-use crate::cluster::by_name::ByName;
+use crate::cluster::by_name::{ByName, ListedSecret, ListedServiceAccount};
 use crate::cluster::client;
 use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
@@ -119,7 +119,7 @@ pub async fn run(config: &Config) -> u8 {
 
     let mut tally: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut failed = 0usize;
-    let mut pages = ByName::<Secret>::new(client.clone(), "secrets", name);
+    let mut pages = ByName::<ListedSecret>::new(client.clone(), "secrets", name);
     while let Some(page) = pages.next().await {
         let page = match page {
             Ok(page) => page,
@@ -154,10 +154,13 @@ pub async fn run(config: &Config) -> u8 {
     }
 
     for account in &config.service_accounts {
-        let listed =
-            ByName::<ServiceAccount>::new(client.clone(), "serviceaccounts", account.as_str())
-                .all(Some)
-                .await;
+        let listed = ByName::<ListedServiceAccount>::new(
+            client.clone(),
+            "serviceaccounts",
+            account.as_str(),
+        )
+        .all(Some)
+        .await;
         let accounts = match listed {
             Ok(accounts) => accounts,
             Err(e) => {
