@@ -697,6 +697,21 @@ fn a_secret_list_whose_continue_token_expires_is_read_again_and_each_namespace_v
 }
 
 /// The GETs of single Secrets, by namespace.
+/// The three namespaces past the list's first page (ns-2 to ns-4) were each read by name
+/// once, and no other; the statuses of the Secret list's requests, in order.
+fn read_by_name_once_after_the_break(requests: &[Recorded]) -> Vec<u16> {
+    let expected: std::collections::BTreeMap<String, usize> = ["ns-2", "ns-3", "ns-4"]
+        .into_iter()
+        .map(|n| (n.to_owned(), 1))
+        .collect();
+    assert_eq!(gets_by_namespace(requests), expected);
+    requests
+        .iter()
+        .filter(|r| r.path == "/api/v1/secrets")
+        .map(|r| r.status)
+        .collect()
+}
+
 fn gets_by_namespace(requests: &[Recorded]) -> std::collections::BTreeMap<String, usize> {
     let mut gets = std::collections::BTreeMap::new();
     for r in requests {
@@ -755,16 +770,7 @@ fn a_secret_list_refused_after_its_first_page_reads_by_name_only_the_namespaces_
 
     // Never both: ns-0 and ns-1 were judged on the list's first page, and only the three it
     // had not shown are read by name, once each.
-    let expected: std::collections::BTreeMap<String, usize> = ["ns-2", "ns-3", "ns-4"]
-        .into_iter()
-        .map(|n| (n.to_owned(), 1))
-        .collect();
-    assert_eq!(gets_by_namespace(&requests), expected);
-    let lists: Vec<u16> = requests
-        .iter()
-        .filter(|r| r.path == "/api/v1/secrets")
-        .map(|r| r.status)
-        .collect();
+    let lists = read_by_name_once_after_the_break(&requests);
     assert_eq!(lists, [200, 403], "a 403 is not retried");
 }
 
@@ -772,16 +778,7 @@ fn a_secret_list_refused_after_its_first_page_reads_by_name_only_the_namespaces_
 fn a_secret_list_failing_with_500_after_its_first_page_is_retried_then_the_rest_read_by_name() {
     let (_h, _run, requests) = a_secret_list_failing_after_its_first_page(500);
 
-    let expected: std::collections::BTreeMap<String, usize> = ["ns-2", "ns-3", "ns-4"]
-        .into_iter()
-        .map(|n| (n.to_owned(), 1))
-        .collect();
-    assert_eq!(gets_by_namespace(&requests), expected);
-    let lists: Vec<u16> = requests
-        .iter()
-        .filter(|r| r.path == "/api/v1/secrets")
-        .map(|r| r.status)
-        .collect();
+    let lists = read_by_name_once_after_the_break(&requests);
     assert_eq!(
         lists,
         [200, 500, 500, 500, 500, 500],
@@ -794,16 +791,7 @@ fn a_secret_list_whose_continue_token_keeps_expiring_restarts_three_times_then_r
  {
     let (_h, run, requests) = a_secret_list_failing_after_its_first_page(410);
 
-    let expected: std::collections::BTreeMap<String, usize> = ["ns-2", "ns-3", "ns-4"]
-        .into_iter()
-        .map(|n| (n.to_owned(), 1))
-        .collect();
-    assert_eq!(gets_by_namespace(&requests), expected);
-    let lists: Vec<u16> = requests
-        .iter()
-        .filter(|r| r.path == "/api/v1/secrets")
-        .map(|r| r.status)
-        .collect();
+    let lists = read_by_name_once_after_the_break(&requests);
     // The first page, and a 410 for page 2, four times: three restarts, then the list is
     // over. The restarts showed ns-0 and ns-1 again: not judged again.
     assert_eq!(lists, [200, 410, 200, 410, 200, 410, 200, 410]);

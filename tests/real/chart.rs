@@ -148,6 +148,23 @@ impl Helm {
     }
 
     /// `helm install|upgrade|uninstall|list …`, which must succeed.
+    /// `helm install RELEASE <the chart> -n NAMESPACE --create-namespace` with `values`,
+    /// which must succeed.
+    pub(crate) fn install(&self, release: &str, namespace: &str, values: &Value) -> String {
+        let chart = chart_path();
+        self.expect(
+            &[
+                "install",
+                release,
+                &chart,
+                "-n",
+                namespace,
+                "--create-namespace",
+            ],
+            Some(values),
+        )
+    }
+
     pub(crate) fn expect(&self, args: &[&str], values: Option<&Value>) -> String {
         let out = self.run(args, values);
         assert!(
@@ -1085,9 +1102,10 @@ fn install_upgrade_and_uninstall_leave_the_objects_the_values_say() {
     let arn = "arn:aws:iam::111122223333:role/lifecycle";
 
     let started = Instant::now();
-    helm.expect(
-        &["install", release, &chart, "-n", ns, "--create-namespace"],
-        Some(&json!({"serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": arn}}})),
+    helm.install(
+        release,
+        ns,
+        &json!({"serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": arn}}}),
     );
     println!("helm install: {:.1?}", started.elapsed());
     let account = get(cp, "serviceaccount", Some(ns), release).expect("the ServiceAccount");
@@ -1180,12 +1198,8 @@ fn roles_anywhere_installs_with_the_certificate_secret_mounted_read_only() {
     let _one = one_policy_release_at_a_time();
     let helm = Helm::against(cp);
     let (release, ns) = ("roles-anywhere-ecr-refresh", "roles-anywhere");
-    let chart = chart_path();
 
-    helm.expect(
-        &["install", release, &chart, "-n", ns, "--create-namespace"],
-        Some(&roles_anywhere_values()),
-    );
+    helm.install(release, ns, &roles_anywhere_values());
     let cronjob = get(cp, "cronjob", Some(ns), release).expect("the CronJob");
     assert_roles_anywhere_pod(&cronjob);
     // The same four rules as without Roles Anywhere (the lifecycle test's install).
@@ -1237,16 +1251,10 @@ fn the_charts_admission_policy_refuses_a_stolen_tokens_secrets_and_events() {
     let account = "policy-runner";
     cp.create_namespace(victim);
     let helm = Helm::against(cp);
-    helm.expect(
-        &[
-            "install",
-            release,
-            &chart_path(),
-            "-n",
-            ns,
-            "--create-namespace",
-        ],
-        Some(&json!({"secretName": "policy-pull", "serviceAccount": {"name": account}})),
+    helm.install(
+        release,
+        ns,
+        &json!({"secretName": "policy-pull", "serviceAccount": {"name": account}}),
     );
     let token = cp.kubeconfig_for_service_account(ns, account);
     let denied =
@@ -1379,16 +1387,10 @@ fn a_run_as_the_charts_service_account_writes_the_secrets_and_the_pull_secret_en
         cp.kubectl_run(&["create", "serviceaccount", "default", "-n", target]);
     }
     let helm = Helm::against(cp);
-    helm.expect(
-        &[
-            "install",
-            release,
-            &chart_path(),
-            "-n",
-            ns,
-            "--create-namespace",
-        ],
-        Some(&json!({"namespaces": targets, "serviceAccounts": ["default"]})),
+    helm.install(
+        release,
+        ns,
+        &json!({"namespaces": targets, "serviceAccounts": ["default"]}),
     );
     let cronjob = get(cp, "cronjob", Some(ns), release).expect("the CronJob");
     // As in a pod, where the ServiceAccount's token names the install: the record is
@@ -1747,21 +1749,15 @@ fn the_charts_argocd_policy_refuses_the_argo_cd_attacks() {
     let name = "argo-pull-123456789012-us-east-1";
     cp.create_namespace(argo);
     let helm = Helm::against(cp);
-    helm.expect(
-        &[
-            "install",
-            release,
-            &chart_path(),
-            "-n",
-            ns,
-            "--create-namespace",
-        ],
-        Some(&json!({
+    helm.install(
+        release,
+        ns,
+        &json!({
             "secretName": "argo-pull",
             "serviceAccount": {"name": account},
             "registries": [REGISTRY],
             "argocd": {"namespace": argo},
-        })),
+        }),
     );
     let token = cp.service_account_token(ns, account);
     let files = tempfile::tempdir().unwrap();

@@ -156,10 +156,7 @@ fn an_extra_env_override_is_refused_and_a_changed_value_reaches_the_next_schedul
     };
 
     let started = Instant::now();
-    helm.expect(
-        &["install", release, &chart, "-n", ns, "--create-namespace"],
-        Some(&values(4, json!([]))),
-    );
+    helm.install(release, ns, &values(4, json!([])));
     println!("helm install: {:.1?}", started.elapsed());
     assert_eq!(revisions(&helm, release, ns), deployed_at(1));
     assert_eq!(all("ECR_REFRESH_CONCURRENCY"), ["4"]);
@@ -263,10 +260,7 @@ fn a_first_run_that_fails_leaves_the_release_deployed_and_goes_with_the_next_rev
     };
 
     let started = Instant::now();
-    helm.expect(
-        &["install", release, &chart, "-n", ns, "--create-namespace"],
-        Some(&values(true)),
-    );
+    helm.install(release, ns, &values(true));
     failed_by_the_job_controller(1);
     println!(
         "the first run failed {:.1?} after the install",
@@ -352,22 +346,16 @@ fn null_integers_install_as_kubernetes_defaults_and_the_cronjob_starts_its_jobs(
     let helm = Helm::against(cp);
     let (release, ns) = ("nulls-ecr-refresh", "nulls");
     let started = Instant::now();
-    helm.expect(
-        &[
-            "install",
-            release,
-            &chart_path(),
-            "-n",
-            ns,
-            "--create-namespace",
-        ],
-        Some(&json!({
+    helm.install(
+        release,
+        ns,
+        &json!({
             "schedule": "* * * * *",
             "startingDeadlineSeconds": null,
             "activeDeadlineSeconds": null,
             "ttlSecondsAfterFinished": null,
             "concurrency": null,
-        })),
+        }),
     );
     let cronjob = get(cp, "cronjob", Some(ns), release).expect("the CronJob");
     let spec = &cronjob["spec"];
@@ -418,16 +406,10 @@ fn uninstall_removes_the_releases_objects_and_leaves_the_written_secrets_and_ent
         // No controller here makes the `default` ServiceAccount.
         cp.kubectl_run(&["create", "serviceaccount", "default", "-n", target]);
     }
-    helm.expect(
-        &[
-            "install",
-            release,
-            &chart_path(),
-            "-n",
-            ns,
-            "--create-namespace",
-        ],
-        Some(&json!({"namespaces": targets, "serviceAccounts": ["default"], "suspend": true})),
+    helm.install(
+        release,
+        ns,
+        &json!({"namespaces": targets, "serviceAccounts": ["default"], "suspend": true}),
     );
     let cronjob = get(cp, "cronjob", Some(ns), release).expect("the CronJob");
     let install = format!("{ns}/{release}");
