@@ -19,7 +19,7 @@ use common::attacks::{
     targets, wide_rbac,
 };
 use common::manifests::{
-    copy as copy_of_manifests, cronjob_env, documents, render, render_overlay, yaml,
+    copy as copy_of_manifests, cronjob_env, documents, render, render_overlay,
 };
 use common::*;
 use fake_cluster::{FakeCluster, Resource};
@@ -706,63 +706,9 @@ fn a_full_run_as_the_renamed_service_account_passes_and_its_warning_event_is_adm
     }
 }
 
-#[test]
-#[ignore = "needs kubectl (bash .ci/test)"]
-fn the_policy_holds_no_other_service_account() {
-    let rendered = render("", true);
-    let builder = ("ci", "builder");
-    for (what, _, status, body) in launch_as(&rendered, &wide_rbac(builder), "", builder) {
-        assert!(
-            (200..300).contains(&status),
-            "{what}, as another ServiceAccount with the same rights, is RBAC's alone: {status} {body}"
-        );
-    }
-}
-
-#[test]
-#[ignore = "needs kubectl (bash .ci/test)"]
-fn the_service_account_granted_everything_is_exempt_and_one_unbound_from_the_policy_is_not_held() {
-    let rendered = render("", true);
-    // cluster-admin: a user who may delete the policy is not one it can hold.
-    let admin = "
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: admin-ish}
-rules:
-- {apiGroups: ['*'], resources: ['*'], verbs: ['*']}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: admin-ish}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin-ish}
-subjects:
-- {kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}
-";
-    let attack = &attacks("victim", "ours")[1];
-    for (why, yaml) in [
-        ("granted everything", format!("{rendered}\n---\n{admin}")),
-        (
-            "without the binding to ecr-refresh-admission",
-            yaml(
-                &documents(&rendered)
-                    .into_iter()
-                    .filter(|d| d["metadata"]["name"] != "ecr-refresh-admission")
-                    .collect::<Vec<_>>(),
-            ),
-        ),
-    ] {
-        let cluster = cluster(&yaml, "");
-        seed_targets(&cluster, targets(""));
-        let (status, body) = send(
-            &cluster,
-            attack.method,
-            &attack.path,
-            attack.content_type,
-            &attack.body,
-        );
-        assert_eq!(status, 201, "{why}: {body}");
-    }
-}
+// Whom the policy holds (another ServiceAccount with the same rights; one granted
+// everything, which is exempt): on the real server, tests/real/admission.rs,
+// `the_policy_holds_no_other_service_account_and_not_one_granted_everything`.
 
 // ---- Argo CD's repository credentials (components/argocd) ----
 

@@ -613,3 +613,103 @@ fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
         }
     });
 }
+
+/// Whom the policy holds, on a real server: another ServiceAccount with the same wide rights
+/// (`ci/builder`, not bound to `ecr-refresh-admission`) is RBAC's alone, and every attack it
+/// sends goes through; and ecr-refresh's own ServiceAccount, once granted everything (as
+/// cluster-admin is), is `exempt`: a user who may delete the policy is not one it can hold.
+/// (The same scenarios as tests/fake/admission.rs's, answered by the real CEL and RBAC.)
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_policy_holds_no_other_service_account_and_not_one_granted_everything() {
+    let cp = &ControlPlane::start();
+    let manifests = copy();
+    install(
+        cp,
+        &cp.assets().join("kubectl"),
+        &manifests.path().join("manifests"),
+        "",
+        true,
+    );
+    wait_until_enforced(cp, "default");
+    let builder = ("ci", "builder");
+    cp.create_namespace(builder.0);
+    admin(
+        cp,
+        &["create", "serviceaccount", builder.1, "-n", builder.0],
+        "",
+    );
+    admin(
+        cp,
+        &["apply", "-f", "-"],
+        &common::attacks::wide_rbac(builder),
+    );
+    let token = cp.service_account_token(builder.0, builder.1);
+    let count = attacks("victim", "ours").len();
+    for i in 0..count {
+        let (victim, ours) = (format!("b-victim-{i}"), format!("b-ours-{i}"));
+        seed(cp, (&victim, &ours));
+        let attack = attacks(&victim, &ours).remove(i);
+        if attack.what == OPAQUE_UPDATE {
+            create(cp, &[opaque_under_our_name(&victim).1]);
+        }
+        let (status, body) = eventually("the builder's wide RBAC in force", || {
+            let (status, body) = send(
+                cp,
+                &token,
+                attack.method,
+                &attack.path,
+                attack.content_type,
+                &attack.body,
+            );
+            if status == 403 && message(&body).contains("cannot ") {
+                Err(format!("{status} {body}"))
+            } else {
+                Ok((status, body))
+            }
+        });
+        assert!(
+            (200..300).contains(&status),
+            "{}, as another ServiceAccount with the same rights, is RBAC's alone: {status} {body}",
+            attack.what
+        );
+    }
+
+    // ecr-refresh's ServiceAccount granted everything: exempt, so not held.
+    admin(
+        cp,
+        &["apply", "-f", "-"],
+        "
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: admin-ish}
+rules:
+- {apiGroups: ['*'], resources: ['*'], verbs: ['*']}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: admin-ish}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin-ish}
+subjects:
+- {kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}
+",
+    );
+    let ours = cp.service_account_token(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1);
+    seed(cp, ("x-victim", "x-ours"));
+    let attack = &attacks("x-victim", "x-ours")[1];
+    eventually("the grant of everything in force", || {
+        let (status, body) = send(
+            cp,
+            &ours,
+            attack.method,
+            &attack.path,
+            attack.content_type,
+            &attack.body,
+        );
+        if status == 201 {
+            Ok(())
+        } else {
+            Err(format!("{}: {status} {body}", attack.what))
+        }
+    });
+}
