@@ -1688,3 +1688,43 @@ fn without_the_eviction_option_no_pod_is_read() {
     assert!(termination.get("pods").is_none(), "{termination}");
     assert!(run.lines.iter().all(|l| l.get("pods_evicted").is_none()));
 }
+
+/// Never delete, in the source: the one call that sends a DELETE is `ecr-refresh
+/// uninstall`'s (src/uninstall/), which an operator runs with their own credentials; no
+/// module a refresh or a check goes through has one. (Every run in these tests is also
+/// checked for a DELETE on the wire: tests/common/mod.rs.)
+#[test]
+fn the_only_delete_in_src_is_uninstalls() {
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("a readable directory") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut deletes: Vec<String> = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        for (n, line) in text.lines().enumerate() {
+            if line.contains(".delete(") || line.contains("Method::DELETE") {
+                let relative = file.strip_prefix(&src).unwrap().display().to_string();
+                deletes.push(format!("{relative}:{}", n + 1));
+            }
+        }
+    }
+    assert!(!deletes.is_empty(), "the scan finds uninstall's delete");
+    let elsewhere: Vec<&String> = deletes
+        .iter()
+        .filter(|d| !d.starts_with("uninstall/"))
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "a delete outside src/uninstall/: {elsewhere:?}"
+    );
+}

@@ -66,6 +66,52 @@ fn launch(
         .collect()
 }
 
+/// Sends one attack as `token`: (status, body).
+fn send_attack(cp: &ControlPlane, token: &str, attack: &Attack) -> (u16, Value) {
+    send(
+        cp,
+        token,
+        attack.method,
+        &attack.path,
+        attack.content_type,
+        &attack.body,
+    )
+}
+
+/// Each attack of `list`, aimed at fresh targets of its own (`<prefix>victim-<i>`,
+/// `<prefix>ours-<i>`: they change things), sent as `token`, is admitted (`why`). A refusal
+/// by RBAC (`cannot …`) is waited out, for a grant just made.
+fn each_attack_goes_through(
+    cp: &ControlPlane,
+    token: &str,
+    list: fn(&str, &str) -> Vec<Attack>,
+    prefix: &str,
+    why: &str,
+) {
+    let count = list("victim", "ours").len();
+    for i in 0..count {
+        let (victim, ours) = (format!("{prefix}victim-{i}"), format!("{prefix}ours-{i}"));
+        seed(cp, (&victim, &ours));
+        let attack = list(&victim, &ours).remove(i);
+        if attack.what == OPAQUE_UPDATE {
+            create(cp, &[opaque_under_our_name(&victim).1]);
+        }
+        let (status, body) = eventually("RBAC's grants in force", || {
+            let (status, body) = send_attack(cp, token, &attack);
+            if status == 403 && message(&body).contains("cannot ") {
+                Err(format!("{status} {body}"))
+            } else {
+                Ok((status, body))
+            }
+        });
+        assert!(
+            (200..300).contains(&status),
+            "{why}, {} is admitted: {status} {body}",
+            attack.what
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding() {
@@ -157,29 +203,7 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
             Err(format!("{status} {body}"))
         }
     });
-    let count = every_attack("victim", "ours").len();
-    for i in 0..count {
-        let victim = format!("victim-{i}");
-        let ours = format!("ours-{i}");
-        seed(cp, (&victim, &ours));
-        let attack = every_attack(&victim, &ours).remove(i);
-        if attack.what == OPAQUE_UPDATE {
-            create(cp, &[opaque_under_our_name(&victim).1]);
-        }
-        let (status, body) = send(
-            cp,
-            &token,
-            attack.method,
-            &attack.path,
-            attack.content_type,
-            &attack.body,
-        );
-        assert!(
-            (200..300).contains(&status),
-            "without the binding, {} is admitted: {status} {body}",
-            attack.what
-        );
-    }
+    each_attack_goes_through(cp, &token, every_attack, "", "without the binding");
     // The first, a service-account-token Secret under our name, is stored as sent.
     assert_eq!(
         get(cp, "secret", "victim-0", SECRET).unwrap()["type"],
@@ -645,35 +669,13 @@ fn the_policy_holds_no_other_service_account_and_not_one_granted_everything() {
         &common::attacks::wide_rbac(builder),
     );
     let token = cp.service_account_token(builder.0, builder.1);
-    let count = attacks("victim", "ours").len();
-    for i in 0..count {
-        let (victim, ours) = (format!("b-victim-{i}"), format!("b-ours-{i}"));
-        seed(cp, (&victim, &ours));
-        let attack = attacks(&victim, &ours).remove(i);
-        if attack.what == OPAQUE_UPDATE {
-            create(cp, &[opaque_under_our_name(&victim).1]);
-        }
-        let (status, body) = eventually("the builder's wide RBAC in force", || {
-            let (status, body) = send(
-                cp,
-                &token,
-                attack.method,
-                &attack.path,
-                attack.content_type,
-                &attack.body,
-            );
-            if status == 403 && message(&body).contains("cannot ") {
-                Err(format!("{status} {body}"))
-            } else {
-                Ok((status, body))
-            }
-        });
-        assert!(
-            (200..300).contains(&status),
-            "{}, as another ServiceAccount with the same rights, is RBAC's alone: {status} {body}",
-            attack.what
-        );
-    }
+    each_attack_goes_through(
+        cp,
+        &token,
+        attacks,
+        "b-",
+        "as another ServiceAccount with the same rights (RBAC's alone)",
+    );
 
     // ecr-refresh's ServiceAccount granted everything: exempt, so not held.
     admin(
@@ -698,14 +700,7 @@ subjects:
     seed(cp, ("x-victim", "x-ours"));
     let attack = &attacks("x-victim", "x-ours")[1];
     eventually("the grant of everything in force", || {
-        let (status, body) = send(
-            cp,
-            &ours,
-            attack.method,
-            &attack.path,
-            attack.content_type,
-            &attack.body,
-        );
+        let (status, body) = send_attack(cp, &ours, attack);
         if status == 201 {
             Ok(())
         } else {
