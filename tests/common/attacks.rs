@@ -1,6 +1,6 @@
 //! The requests a stolen ServiceAccount token could make beyond a run's own, and the
-//! namespaces they aim at: one list, sent to the fake API server (tests/fake/admission.rs) and to
-//! the real one (tests/real/admission.rs).
+//! namespaces they aim at: one list, sent to the real API
+//! server (tests/real/admission.rs, tests/real/overlays.rs).
 
 use serde_json::{Value, json};
 

@@ -286,6 +286,32 @@ pub fn denied_by_policy(body: &Value) -> bool {
         && message.contains("' denied request: ")
 }
 
+/// Who refuses a request: RBAC (`… cannot …`) or an admission policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusedBy {
+    Rbac,
+    Policy,
+}
+
+/// Until `token`'s dry-run DELETE of the Secret at `path` (`/api/v1/namespaces/NS/secrets/NAME`)
+/// is refused by `by`: RBAC's grants, or their removal, in force. A delete is what the
+/// manifests never grant, so it reaches admission only under RBAC granting everything.
+pub fn wait_until_delete_refused_by(cp: &ControlPlane, token: &str, path: &str, by: RefusedBy) {
+    let path = format!("{path}?dryRun=All");
+    eventually(&format!("a delete refused by {by:?}"), || {
+        let (status, body) = send(cp, token, "DELETE", &path, "application/json", &Value::Null);
+        let refused = match by {
+            RefusedBy::Rbac => status == 403 && message(&body).contains("cannot "),
+            RefusedBy::Policy => denied_by_policy(&body),
+        };
+        if refused {
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
+        }
+    });
+}
+
 /// Until the policy refuses ecr-refresh's ServiceAccount a Secret of another type (a dry
 /// run, so nothing is stored): the server's informers have the policy and binding.
 pub fn wait_until_enforced(cp: &ControlPlane, namespace: &str) {
@@ -325,6 +351,22 @@ pub fn write_requests(cp: &ControlPlane, resources: &[&str]) -> u64 {
         })
         .map(|(_, n)| n)
         .sum()
+}
+
+/// The CronJob's environment with the namespaces replaced by `namespaces`, and `extra`.
+pub fn env<'a>(
+    shipped: &'a [(String, String)],
+    namespaces: &'a str,
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut env: Vec<(&str, &str)> = shipped
+        .iter()
+        .filter(|(k, _)| k != "ECR_REFRESH_NAMESPACES")
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    env.push(("ECR_REFRESH_NAMESPACES", namespaces));
+    env.extend_from_slice(extra);
+    env
 }
 
 /// The binary against a real control plane, as ecr-refresh's ServiceAccount (a TokenRequest
@@ -377,6 +419,17 @@ impl<'a> RealHarness<'a> {
     /// The pull Secret in `namespace`, as the admin reads it.
     pub fn secret(&self, namespace: &str) -> Option<Value> {
         get(self.cp, "secret", namespace, super::SECRET)
+    }
+
+    /// The requests of its runs answered with anything but success or a 404 read: what
+    /// RBAC or an admission policy refused.
+    pub fn refused(&self) -> Vec<String> {
+        self.proxy
+            .exchanges()
+            .into_iter()
+            .filter(|e| e.status >= 400 && !(e.status == 404 && e.method == "GET"))
+            .map(|e| format!("{} {} {}: {}", e.status, e.method, e.path, e.response_body))
+            .collect()
     }
 
     /// (method, status) of the exchanges whose path contains `part`.

@@ -9,8 +9,6 @@ mod common;
 
 // ECR_REFRESH_ARGOCD_NAMESPACE: Argo CD's repo-creds Secrets, written in place, and checked.
 mod argocd;
-// The admission policy of manifests/, enforced by the fake: each attack refused, full runs pass.
-mod admission;
 // `ecr-refresh check`: its findings, exit codes and request count, read-only.
 mod check;
 // The command line: --help, --version, a mistyped flag, a run with no region.

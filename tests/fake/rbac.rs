@@ -3,7 +3,7 @@
 //! ServiceAccount rights come only from the service-accounts component; pod rights only to
 //! the check's own ServiceAccount, from the check components. The fake grants only
 //! roles bound to ecr-refresh's ServiceAccount, so every test loads the bindings with the
-//! roles, as `kubectl kustomize` renders them. (The admission policy: tests/fake/admission.rs.)
+//! roles, as `kubectl kustomize` renders them. (The admission policy: tests/real/admission.rs and overlays.rs.)
 
 use crate::common;
 

@@ -1,4 +1,4 @@
-//! The admission attacks of tests/fake/admission.rs (one list, tests/common/attacks.rs) sent to a
+//! The admission attacks (one list, tests/common/attacks.rs) sent to a
 //! real kube-apiserver (tests/control-plane) as ecr-refresh's ServiceAccount, with a real
 //! TokenRequest token, after `kubectl apply -k manifests/` with the service-accounts
 //! component: each is refused, by the real RBAC (a delete, a ServiceAccount create, a
@@ -19,15 +19,16 @@ use common::attacks::{
 };
 use common::manifests::copy;
 use common::real::{
-    RealHarness, SERVICE_ACCOUNT, admin, create, denied_by_policy, eventually, get, install,
-    install_with, message, namespaces, send, wait_until_enforced, wait_until_enforced_for,
+    RealHarness, RefusedBy, SERVICE_ACCOUNT, admin, create, denied_by_policy, eventually, get,
+    install, install_with, message, namespaces, send, wait_until_delete_refused_by,
+    wait_until_enforced, wait_until_enforced_for,
 };
 use common::*;
 use control_plane::ControlPlane;
 use serde_json::{Value, json};
 
 /// The attack targets as another user left them, created by the admin.
-fn seed(cp: &ControlPlane, targets: (&str, &str)) {
+pub(crate) fn seed(cp: &ControlPlane, targets: (&str, &str)) {
     let objects: Vec<Value> = target_objects(targets)
         .into_iter()
         .map(|(_, o)| o)
@@ -43,7 +44,7 @@ fn every_attack(victim: &str, ours: &str) -> Vec<Attack> {
 }
 
 /// Sends every attack aimed at `targets` as `token`: (what, rule, status, body).
-fn launch(
+pub(crate) fn launch(
     cp: &ControlPlane,
     token: &str,
     (victim, ours): (&str, &str),
@@ -149,6 +150,38 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
         }
     }
 
+    // A denial is the apiserver's Status with the policy's message; a dry run is admitted
+    // the same way, and nothing is stored.
+    let first = &attacks("victim", "ours")[0];
+    let (status, body) = send_attack(cp, &token, first);
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["reason"], "Forbidden", "{body}");
+    assert_eq!(
+        message(&body),
+        format!(
+            "secrets \"{SECRET}\" is forbidden: ValidatingAdmissionPolicy 'ecr-refresh' with \
+             binding 'ecr-refresh' denied request: ecr-refresh may only create Secrets of type \
+             kubernetes.io/dockerconfigjson"
+        )
+    );
+    assert_eq!(body["details"]["kind"], "secrets", "{body}");
+    assert_eq!(body["details"]["name"], SECRET, "{body}");
+    let (status, body) = send(
+        cp,
+        &token,
+        "POST",
+        "/api/v1/namespaces/victim/secrets?dryRun=All",
+        first.content_type,
+        &first.body,
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        denied_by_policy(&body),
+        "a dry run, admitted the same way: {body}"
+    );
+    assert!(get(cp, "secret", "victim", SECRET).is_none());
+
     // RBAC granting everything on Secrets, ServiceAccounts, their tokens and Events: the
     // policy alone.
     admin(cp, &["apply", "-f", "-"], WIDE_RBAC);
@@ -156,22 +189,7 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
         .into_iter()
         .find(|a| a.method == "DELETE")
         .unwrap();
-    eventually("the wide RBAC in force", || {
-        let path = format!("{}?dryRun=All", delete.path);
-        let (status, body) = send(
-            cp,
-            &token,
-            "DELETE",
-            &path,
-            delete.content_type,
-            &Value::Null,
-        );
-        if denied_by_policy(&body) {
-            Ok(())
-        } else {
-            Err(format!("{status} {body}"))
-        }
-    });
+    wait_until_delete_refused_by(cp, &token, &delete.path, RefusedBy::Policy);
     for (what, rule, status, body) in launch(cp, &token, ("victim", "ours")) {
         assert_eq!(status, 403, "wide RBAC: {what}: {body}");
         assert!(denied_by_policy(&body), "wide RBAC: {what}: {body}");
@@ -245,9 +263,14 @@ fn two_installs_writing_secrets_of_different_names_are_each_held_by_their_own_po
     wait_until_enforced(&cp, "team-y");
     wait_until_enforced_for(&cp, "team-y", b, "team-pull");
 
-    let run = RealHarness::new(&cp).run(&[("ECR_REFRESH_NAMESPACES", "team-x")]);
+    // The shipped install is without the service-accounts component: its run sends no
+    // ServiceAccount request, and nothing it sends is refused.
+    let first = RealHarness::new(&cp);
+    let run = first.run(&[("ECR_REFRESH_NAMESPACES", "team-x")]);
     run.expect_code(0);
     assert_eq!(run.outcome("team-x"), "created", "{}", run.stdout);
+    assert_eq!(first.refused(), Vec::<String>::new());
+    assert_eq!(first.statuses("serviceaccounts"), Vec::new());
     let run = RealHarness::as_account(&cp, b).run(&[
         ("ECR_REFRESH_NAMESPACES", "team-x"),
         ("ECR_REFRESH_SECRET_NAME", "team-pull"),
@@ -386,23 +409,12 @@ fn every_argo_cd_attack_is_refused_on_a_real_server_under_the_component() {
     };
     launch(false);
     admin(cp, &["apply", "-f", "-"], WIDE_RBAC);
-    eventually("the wide RBAC in force", || {
-        let path =
-            format!("/api/v1/namespaces/{ARGOCD_NAMESPACE}/secrets/argocd-secret?dryRun=All");
-        let (status, body) = send(
-            cp,
-            &token,
-            "DELETE",
-            &path,
-            "application/json",
-            &Value::Null,
-        );
-        if denied_by_policy(&body) {
-            Ok(())
-        } else {
-            Err(format!("{status} {body}"))
-        }
-    });
+    wait_until_delete_refused_by(
+        cp,
+        &token,
+        &format!("/api/v1/namespaces/{ARGOCD_NAMESPACE}/secrets/argocd-secret"),
+        RefusedBy::Policy,
+    );
     launch(true);
     for (i, name) in ["argocd-secret", "cluster-prod"].iter().enumerate() {
         let after = get(cp, "secret", ARGOCD_NAMESPACE, name).unwrap();
@@ -411,18 +423,64 @@ fn every_argo_cd_attack_is_refused_on_a_real_server_under_the_component() {
             "{name}: nothing refused changed it"
         );
     }
-    // A run as the ServiceAccount writes ours under the same policy.
+    // Runs as the ServiceAccount under the component's own RBAC and both policies: a dry
+    // run, ours updated in place, created once it is gone, and updated again; nothing
+    // refused, Argo CD's own Secrets untouched.
+    admin(cp, &["delete", "-f", "-"], WIDE_RBAC);
+    wait_until_delete_refused_by(
+        cp,
+        &token,
+        &format!("/api/v1/namespaces/{ARGOCD_NAMESPACE}/secrets/argocd-secret"),
+        RefusedBy::Rbac,
+    );
     let h = RealHarness::new(cp);
-    let run = h.run(&[
+    let env = [
         ("ECR_REFRESH_NAMESPACES", "default"),
         ("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD_NAMESPACE),
-    ]);
-    run.expect_code(0);
+    ];
+    let outcome = |run: &Run| -> String {
+        run.lines
+            .iter()
+            .find(|l| l["secret"] == ARGOCD_SECRET && l["argocd"] == true)
+            .and_then(|l| l["outcome"].as_str())
+            .unwrap_or_else(|| panic!("no line for {ARGOCD_SECRET}:\n{}", run.stdout))
+            .to_owned()
+    };
+    let dry = h.run(&[env[0], env[1], ("ECR_REFRESH_DRY_RUN", "true")]);
+    let first = h.run(&env);
+    dry.expect_code(0);
+    first.expect_code(0);
+    assert_eq!(outcome(&dry), "would-update");
+    assert_eq!(outcome(&first), "updated");
     let secret = get(cp, "secret", ARGOCD_NAMESPACE, ARGOCD_SECRET).unwrap();
     assert_eq!(
         secret["metadata"]["labels"]["team"], "platform",
         "others' label kept"
     );
+    admin(
+        cp,
+        &["delete", "secret", ARGOCD_SECRET, "-n", ARGOCD_NAMESPACE],
+        "",
+    );
+    let created = h.run(&env);
+    let again = h.run(&[env[0], env[1], ("ECR_REFRESH_RENEW_BEFORE", "12h")]);
+    created.expect_code(0);
+    again.expect_code(0);
+    assert_eq!(outcome(&created), "created");
+    assert_eq!(outcome(&again), "updated");
+    assert_eq!(h.refused(), Vec::<String>::new(), "refused requests");
+    let secret = get(cp, "secret", ARGOCD_NAMESPACE, ARGOCD_SECRET).unwrap();
+    assert_eq!(
+        secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"],
+        "repo-creds"
+    );
+    for (i, name) in ["argocd-secret", "cluster-prod"].iter().enumerate() {
+        let after = get(cp, "secret", ARGOCD_NAMESPACE, name).unwrap();
+        assert_eq!(
+            after["metadata"]["resourceVersion"], before[i]["metadata"]["resourceVersion"],
+            "{name}: untouched by the runs"
+        );
+    }
 }
 
 /// ECR_REFRESH_EVICT_STUCK_PODS's rights (the component evict-stuck-pods): the token may
@@ -642,7 +700,6 @@ fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
 /// (`ci/builder`, not bound to `ecr-refresh-admission`) is RBAC's alone, and every attack it
 /// sends goes through; and ecr-refresh's own ServiceAccount, once granted everything (as
 /// cluster-admin is), is `exempt`: a user who may delete the policy is not one it can hold.
-/// (The same scenarios as tests/fake/admission.rs's, answered by the real CEL and RBAC.)
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_policy_holds_no_other_service_account_and_not_one_granted_everything() {

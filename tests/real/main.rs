@@ -27,6 +27,8 @@ mod chart_lifecycle;
 mod check;
 // manifests/ installed as shipped with `kubectl apply -k`, type-checked by the server.
 mod manifests;
+// The policy follows the ServiceAccount an overlay moves or renames, and the Secret it renames.
+mod overlays;
 // kube-apiserver and etcd restarted in the middle of a 500-namespace run.
 mod restarts;
 // The binary as the ServiceAccount, under the manifests' RBAC and policy.

@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use common::manifests::{copy, cronjob_env};
 use common::real::{
-    RealHarness, SERVICE_ACCOUNT, admin, create, get, install, namespaces, send,
+    RealHarness, SERVICE_ACCOUNT, admin, create, env, get, install, namespaces, send,
     wait_until_enforced, write_requests,
 };
 use common::*;
@@ -46,22 +46,6 @@ fn installed() -> (&'static ControlPlane, &'static [(String, String)]) {
         cronjob_env(&common::manifests::yaml(&rendered))
     });
     (cp, env)
-}
-
-/// The CronJob's environment with the namespaces replaced by `namespaces`, and `extra`.
-fn env<'a>(
-    shipped: &'a [(String, String)],
-    namespaces: &'a str,
-    extra: &[(&'a str, &'a str)],
-) -> Vec<(&'a str, &'a str)> {
-    let mut env: Vec<(&str, &str)> = shipped
-        .iter()
-        .filter(|(k, _)| k != "ECR_REFRESH_NAMESPACES")
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    env.push(("ECR_REFRESH_NAMESPACES", namespaces));
-    env.extend_from_slice(extra);
-    env
 }
 
 fn data_text(secret: &Value) -> String {
@@ -613,17 +597,28 @@ fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
     let shipped_env = common::manifests::as_env(&shipped);
     assert!(shipped_env.contains(&("ECR_REFRESH_NAMESPACES", "team-a,team-b")));
     let h = RealHarness::new(&cp);
+    let mut dry_env = shipped_env.clone();
+    dry_env.push(("ECR_REFRESH_DRY_RUN", "true"));
 
+    let dry = h.run(&dry_env);
     let run = h.run(&shipped_env);
+    let refused = h.refused();
     let wider = h.run(&env(
         &shipped,
         "team-a,team-b,team-c",
         &[("ECR_REFRESH_RENEW_BEFORE", "8h")],
     ));
 
+    dry.expect_code(0);
     run.expect_code(0);
+    assert_eq!(dry.outcome("team-a"), "would-create", "{}", dry.stdout);
     assert_eq!(run.outcome("team-a"), "created", "{}", run.stdout);
     assert_eq!(run.outcome("team-b"), "created");
+    assert_eq!(
+        refused,
+        Vec::<String>::new(),
+        "the dry run and the run: refused requests"
+    );
     for ns in ["team-a", "team-b"] {
         assert_eq!(
             get(&cp, "serviceaccount", ns, "default").unwrap()["imagePullSecrets"],

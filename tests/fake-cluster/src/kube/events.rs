@@ -27,9 +27,6 @@
 //!   `reportingController`) whatever version was posted.
 //! - The 422 names the request's group: `Event.events.k8s.io "NAME" is invalid: ...`
 //!   (details group events.k8s.io, kind Event), `Event "NAME" is invalid: ...` for core/v1.
-//! - Validating admission policies see the create after validation (the registry's
-//!   createValidation), in the version posted (events.k8s.io/v1: `regarding`, `note`,
-//!   `reportingController`), as group `events.k8s.io` or core "" (admission.rs).
 //! - staging/src/k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go:
 //!   Events get no exemption: a create in a missing namespace is 404, in a terminating one
 //!   403 `events.events.k8s.io "NAME" is forbidden: unable to create new content in
@@ -39,7 +36,6 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::admission;
 use super::status::{self, ApiError, FieldError};
 use super::store::{Store, now};
 
@@ -441,21 +437,6 @@ impl Events {
         }
         if !errors.is_empty() {
             return Err(status::invalid("Event", api.group(), &name, &errors));
-        }
-        // Validating admission (the policies) after validation, before storage, dry runs too,
-        // on the Event in the version it was sent as.
-        if let Some(admission) = &store.admission {
-            let mut object = shown(&core, api);
-            object["metadata"]["namespace"] = json!(namespace);
-            admission.admit(&admission::Request {
-                operation: admission::Operation::Create,
-                kind: admission::Kind::events(api.group()),
-                namespace,
-                name: &name,
-                object: Some(&object),
-                old_object: None,
-                dry_run,
-            })?;
         }
         let key = (namespace.to_owned(), name.clone());
         if self.items.contains_key(&key) {

@@ -6,7 +6,6 @@
 //! behind one mutex that every request holds only while it reads or writes the store
 //! (added latency is slept outside it).
 
-mod admission;
 mod events;
 mod fields;
 mod gojson;
@@ -30,7 +29,6 @@ use regex::Regex;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use admission::Admission;
 use rbac::{Identity, Rbac};
 use store::{Hook, Store};
 
@@ -294,7 +292,6 @@ pub struct FakeClusterBuilder {
     /// The RBAC YAML, resolved for `identity` when the server starts.
     rbac: Option<String>,
     identity: Identity,
-    admission: Option<Admission>,
     log_requests: bool,
     port: u16,
 }
@@ -328,7 +325,7 @@ impl FakeClusterBuilder {
         }
     }
     /// The ServiceAccount every request is authenticated as (its user
-    /// `system:serviceaccount:NAMESPACE:NAME` and groups), for RBAC and admission. By default
+    /// `system:serviceaccount:NAMESPACE:NAME` and groups), for RBAC. By default
     /// ecr-refresh's own, `ecr-refresh` in namespace `ecr-refresh`; an overlay that renames it
     /// (kustomize `namespace:`, `namePrefix:`) is tested by naming the renamed one here.
     pub fn service_account(self, namespace: &str, name: &str) -> Self {
@@ -337,25 +334,6 @@ impl FakeClusterBuilder {
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),
             },
-            ..self
-        }
-    }
-    /// Enforce the ValidatingAdmissionPolicies and their bindings in this YAML
-    /// (multi-document; other kinds are ignored) on every write of the user ecr-refresh
-    /// runs as, with a CEL interpreter, as the apiserver does (see admission.rs and
-    /// ADMISSION.md): a denied write is refused with the apiserver's Status, dry runs
-    /// included. Seeding and the test hooks are not admitted, as they are not authorized.
-    ///
-    /// Panics when the YAML does not parse, holds no policy, or uses what the fake does not
-    /// evaluate (a broken test fixture).
-    pub fn admission_from_yaml(self, yaml: &str) -> Self {
-        let admission = Admission::from_yaml(yaml).unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            admission.policy_count() > 0,
-            "admission_from_yaml: no ValidatingAdmissionPolicy in the YAML"
-        );
-        FakeClusterBuilder {
-            admission: Some(admission),
             ..self
         }
     }
@@ -386,12 +364,7 @@ impl FakeClusterBuilder {
             .rbac
             .as_deref()
             .map(|yaml| Rbac::from_yaml(yaml, &self.identity).unwrap_or_else(|e| panic!("{e}")));
-        let mut inner = Inner::default();
-        // Admission authenticates the same user, and its CEL `authorizer` asks the same RBAC
-        // (none configured: the fake allows everything, so does the authorizer).
-        inner.store.admission = self
-            .admission
-            .map(|a| Arc::new(a.for_user(self.identity.clone(), rbac.clone())));
+        let inner = Inner::default();
         let shared = Arc::new(Shared {
             inner: Mutex::new(inner),
             latency: self.latency,
@@ -527,7 +500,6 @@ impl FakeCluster {
             max_page: 500,
             rbac: None,
             identity: Identity::default(),
-            admission: None,
             log_requests: true,
             port: 0,
         }

@@ -2,14 +2,12 @@
 //! field ownership) of the fake API server. Everything here runs under the lock.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value, json};
 
 use super::Resource;
-use super::admission::{self, Admission, Operation};
 use super::fields::{self, ManagerEntry};
 use super::gojson;
 use super::pods;
@@ -73,8 +71,6 @@ pub(crate) struct Store {
     pub expire_next_continue: bool,
     /// The next continue token presented to a list of this resource is answered 410.
     pub expire_next_continue_of: Option<Resource>,
-    /// ValidatingAdmissionPolicies, run on every write made through a request (not on seeds).
-    pub admission: Option<Arc<Admission>>,
 }
 
 pub(crate) fn now() -> String {
@@ -464,37 +460,6 @@ impl Store {
         }
     }
 
-    /// Validating admission (the policies), where the registry runs it: after validation,
-    /// before storage, for dry runs too.
-    #[allow(clippy::too_many_arguments)] // the admission request's parts
-    fn admit(
-        &self,
-        operation: Operation,
-        resource: Resource,
-        namespace: &str,
-        name: &str,
-        object: Option<&Value>,
-        old_object: Option<&Value>,
-        dry_run: bool,
-    ) -> Result<(), ApiError> {
-        let Some(admission) = &self.admission else {
-            return Ok(());
-        };
-        admission.admit(&admission::Request {
-            operation,
-            kind: admission::Kind::core(resource),
-            namespace: if resource == Resource::Namespaces {
-                ""
-            } else {
-                namespace
-            },
-            name,
-            object,
-            old_object,
-            dry_run,
-        })
-    }
-
     /// The namespace lifecycle admission plugin, for creates.
     fn admit_create(
         &self,
@@ -843,16 +808,6 @@ impl Store {
         Self::prepare_create(resource, namespace, &name, &mut body);
         self.pull_secrets_from_account(resource, namespace, &mut body);
         validate(resource, &name, &body, None)?;
-        // Admission runs before storage, which is where AlreadyExists comes from.
-        self.admit(
-            Operation::Create,
-            resource,
-            namespace,
-            &name,
-            Some(&body),
-            None,
-            opts.dry_run,
-        )?;
         if self.lookup(resource, namespace, &name).is_some() {
             return Err(status::already_exists(resource.plural(), &name));
         }
@@ -915,16 +870,6 @@ impl Store {
         }
         meta.shift_remove("managedFields");
         validate(resource, name, &new, Some(&live.obj))?;
-        // The object after the patch, the stored one as oldObject; no-op writes too.
-        self.admit(
-            Operation::Update,
-            resource,
-            namespace,
-            name,
-            Some(&new),
-            Some(&live.obj),
-            opts.dry_run,
-        )?;
         let managers =
             fields::update_ownership(Some(&live.obj), &new, &live.managers, &opts.manager, &now());
         self.finish_update(resource, k, &live, new, managers, opts.dry_run)
@@ -1066,7 +1011,8 @@ impl Store {
         let Some(live) = self.map(resource).get(&k).cloned() else {
             // The order of patch.go and the registry's Update for a create: the patcher's
             // uid check, then mutating admission (namespace lifecycle), then validation,
-            // then createValidation (the `create` authorization, then validating admission).
+            // then createValidation (the `create` authorization; the fake has no validating
+            // admission: tests/real/ has the real server's).
             if let Some(uid) = uid {
                 return Err(status::conflict(
                     resource.plural(),
@@ -1084,15 +1030,6 @@ impl Store {
             self.pull_secrets_from_account(resource, namespace, &mut obj);
             validate(resource, name, &obj, None)?;
             authorize_create()?;
-            self.admit(
-                Operation::Create,
-                resource,
-                namespace,
-                name,
-                Some(&obj),
-                None,
-                opts.dry_run,
-            )?;
             if opts.dry_run {
                 return Ok((201, Self::dry(obj, &applied.managers)));
             }
@@ -1141,15 +1078,6 @@ impl Store {
             metadata_mut(&mut obj).insert("uid".into(), json!(uid));
         }
         validate(resource, name, &obj, Some(&live.obj))?;
-        self.admit(
-            Operation::Update,
-            resource,
-            namespace,
-            name,
-            Some(&obj),
-            Some(&live.obj),
-            opts.dry_run,
-        )?;
         Ok((
             200,
             self.finish_update(resource, k, &live, obj, applied.managers, opts.dry_run)?,
@@ -1182,15 +1110,6 @@ impl Store {
                 }
             }
         }
-        self.admit(
-            Operation::Delete,
-            resource,
-            namespace,
-            name,
-            None,
-            Some(&live.obj),
-            dry_run,
-        )?;
         if dry_run {
             return Ok(live.obj);
         }
