@@ -3,12 +3,14 @@
 //! real TokenRequest token, through a recording proxy (tests/common/proxy.rs).
 //!
 //! Needs `KUBEBUILDER_ASSETS` (see tests/control-plane): without it the first test panics,
-//! naming the command that builds the binaries. No kube-controller-manager runs, so a
-//! deleted namespace stays Terminating and no `default` ServiceAccount appears by itself.
+//! naming the command that builds the binaries. No kube-controller-manager runs (but on the
+//! installs' control planes, [`installs`]), so a deleted namespace stays Terminating, and no
+//! `default` ServiceAccount appears by itself anywhere.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use control_plane::ControlPlane;
@@ -367,6 +369,217 @@ pub fn env<'a>(
     env.push(("ECR_REFRESH_NAMESPACES", namespaces));
     env.extend_from_slice(extra);
     env
+}
+
+/// The control planes of the tests that install the manifests, each taken by one test at a
+/// time. The manifests' ClusterRoles, bindings and admission policy have fixed names, and a
+/// policy holds every ServiceAccount granted `subject-to` its Secret name, so two installs
+/// on one server judge each other's requests. Each turn starts on a server as it was
+/// started: [`scrub`] first deletes whatever the previous test left, even one that failed.
+pub struct Turn {
+    cp: &'static ControlPlane,
+    _slot: MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for Turn {
+    type Target = ControlPlane;
+
+    fn deref(&self) -> &ControlPlane {
+        self.cp
+    }
+}
+
+/// How many installs' control planes a test binary runs: two tests at a time, for two cores,
+/// where one server would make a queue of a dozen tests the real tier's longest path.
+const INSTALL_SERVERS: usize = 2;
+
+/// Waits for a free installs' control plane (started by its first turn), and scrubs it.
+pub fn installs() -> Turn {
+    static SLOTS: [Mutex<()>; INSTALL_SERVERS] = [Mutex::new(()), Mutex::new(())];
+    static READY: [OnceLock<()>; INSTALL_SERVERS] = [OnceLock::new(), OnceLock::new()];
+    const GROUPS: [&str; INSTALL_SERVERS] = ["installs-1", "installs-2"];
+    let (i, slot) = loop {
+        let free = SLOTS
+            .iter()
+            .enumerate()
+            .find_map(|(i, m)| match m.try_lock() {
+                Ok(guard) => Some((i, guard)),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some((i, p.into_inner())),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            });
+        match free {
+            Some(taken) => break taken,
+            None => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    let cp = ControlPlane::shared_by(GROUPS[i]);
+    READY[i].get_or_init(|| {
+        // The namespace controller empties and removes a deleted namespace (without it one
+        // stays Terminating); the status controller type-checks policies (checked_policy).
+        cp.start_controllers(&[
+            "namespace-controller",
+            "validatingadmissionpolicy-status-controller",
+        ]);
+        admin(cp, &["apply", "-f", "-"], WITNESS);
+    });
+    scrub(cp);
+    Turn { cp, _slot: slot }
+}
+
+/// Held by any admission policy for our Secret names (`aws-ecr-token`, `team-pull`), and
+/// allowed by RBAC to create Secrets anywhere: whether its dry-run create of an Opaque Secret
+/// is refused tells whether the server enforces such a policy.
+pub const WITNESS: &str = "
+apiVersion: v1
+kind: Namespace
+metadata: {name: witness}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: witness, namespace: witness}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: witness}
+rules:
+- {apiGroups: [ecr-refresh], resources: [admission-policy], resourceNames: [aws-ecr-token, team-pull], verbs: [subject-to]}
+- {apiGroups: [''], resources: [secrets], verbs: [create]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: witness}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: witness}
+subjects:
+- {kind: ServiceAccount, name: witness, namespace: witness}
+";
+
+/// Whether the witness's dry-run create of an Opaque Secret named `secret` in `namespace`
+/// is refused by a policy (`Ok(true)`) or admitted (`Ok(false)`).
+pub fn witness_held(cp: &ControlPlane, namespace: &str, secret: &str) -> Result<bool, String> {
+    let token = cp.service_account_token("witness", "witness");
+    let probe = json!({ "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": secret }, "type": "Opaque" });
+    let path = format!("/api/v1/namespaces/{namespace}/secrets?dryRun=All");
+    match send(cp, &token, "POST", &path, "application/json", &probe) {
+        (403, body) if denied_by_policy(&body) => Ok(true),
+        (201, _) => Ok(false),
+        (status, body) => Err(format!("{status} {body}")),
+    }
+}
+
+/// Until no admission policy for our Secret names holds anyone in `namespace`.
+pub fn wait_until_no_policy(cp: &ControlPlane, namespace: &str) {
+    for secret in [super::SECRET, "team-pull"] {
+        eventually("no policy in force", || {
+            match witness_held(cp, namespace, secret)? {
+                true => Err(format!("a policy holds {secret}")),
+                false => Ok(()),
+            }
+        });
+    }
+}
+
+/// Deletes what tests add to a control plane: every namespace but the server's own and the
+/// witness's (the namespace controller empties them), every admission policy and binding,
+/// the ClusterRoles and bindings that are not the server's bootstrap ones, and what sits in
+/// `default`; then waits until the namespaces are gone and no policy is in force.
+pub fn scrub(cp: &ControlPlane) {
+    const KEPT: [&str; 5] = [
+        "default",
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "witness",
+    ];
+    let names = |kind: &str| -> Vec<String> {
+        let list: Value =
+            serde_json::from_str(&admin(cp, &["get", kind, "-o", "json"], "")).expect("JSON");
+        list["items"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .filter(|o| o["metadata"]["labels"]["kubernetes.io/bootstrapping"] != "rbac-defaults")
+            .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned))
+            .filter(|n| !KEPT.contains(&n.as_str()))
+            .collect()
+    };
+    for kind in [
+        "validatingadmissionpolicybindings",
+        "validatingadmissionpolicies",
+        "clusterrolebindings",
+        "clusterroles",
+    ] {
+        let doomed = names(kind);
+        if !doomed.is_empty() {
+            let mut args = vec!["delete", kind];
+            args.extend(doomed.iter().map(String::as_str));
+            admin(cp, &args, "");
+        }
+    }
+    // A finalizer a test put on an object (an attack admitted without the policy) would hold
+    // its deletion, and its namespace's, forever: nothing here would remove it.
+    let held: Value = serde_json::from_str(&admin(
+        cp,
+        &[
+            "get",
+            "secrets,serviceaccounts,configmaps,pods",
+            "-A",
+            "-o",
+            "json",
+        ],
+        "",
+    ))
+    .expect("JSON");
+    for object in held["items"].as_array().expect("a list") {
+        let meta = &object["metadata"];
+        if meta["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
+            let kind = object["kind"].as_str().expect("a kind").to_lowercase();
+            admin(
+                cp,
+                &[
+                    "patch",
+                    &kind,
+                    meta["name"].as_str().expect("a name"),
+                    "-n",
+                    meta["namespace"].as_str().expect("a namespace"),
+                    "--type=merge",
+                    "-p",
+                    r#"{"metadata":{"finalizers":null}}"#,
+                ],
+                "",
+            );
+        }
+    }
+    admin(
+        cp,
+        &[
+            "delete",
+            "secrets,serviceaccounts,configmaps,pods,jobs,cronjobs,roles,rolebindings",
+            "--all",
+            "--wait=false",
+            "-n",
+            "default",
+        ],
+        "",
+    );
+    let doomed = names("namespaces");
+    if !doomed.is_empty() {
+        let mut args = vec!["delete", "namespaces", "--wait=false"];
+        args.extend(doomed.iter().map(String::as_str));
+        admin(cp, &args, "");
+        eventually("the deleted namespaces gone", || {
+            let left: Vec<String> = names("namespaces")
+                .into_iter()
+                .filter(|n| doomed.contains(n))
+                .collect();
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("still there: {left:?}"))
+            }
+        });
+    }
+    wait_until_no_policy(cp, "default");
 }
 
 /// The binary against a real control plane, as ecr-refresh's ServiceAccount (a TokenRequest

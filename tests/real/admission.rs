@@ -20,7 +20,7 @@ use common::attacks::{
 use common::manifests::copy;
 use common::real::{
     RealHarness, RefusedBy, SERVICE_ACCOUNT, admin, create, denied_by_policy, eventually, get,
-    install, install_with, message, namespaces, send, wait_until_delete_refused_by,
+    install, install_with, installs, message, namespaces, send, wait_until_delete_refused_by,
     wait_until_enforced, wait_until_enforced_for,
 };
 use common::*;
@@ -116,9 +116,8 @@ fn each_attack_goes_through(
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding() {
-    // Its own: it installs the shipped names, which tests/real/runs.rs keeps, and widens and
-    // unbinds them.
-    let cp = &ControlPlane::start();
+    let turn = installs();
+    let cp: &ControlPlane = &turn;
     let manifests = copy();
     let root = manifests.path().join("manifests");
     install(cp, &cp.assets().join("kubectl"), &root, "", true);
@@ -237,7 +236,7 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn two_installs_writing_secrets_of_different_names_are_each_held_by_their_own_policy_only() {
-    let cp = ControlPlane::start();
+    let cp = installs();
     let kubectl = cp.assets().join("kubectl");
     let shipped = copy();
     install(&cp, &kubectl, &shipped.path().join("manifests"), "", false);
@@ -325,7 +324,8 @@ fn every_argo_cd_attack_is_refused_on_a_real_server_under_the_component() {
         ARGOCD_NAMESPACE, ARGOCD_SECRET, argocd_attacks, argocd_refused_by_rbac,
         argocd_target_objects,
     };
-    let cp = &ControlPlane::start();
+    let turn = installs();
+    let cp: &ControlPlane = &turn;
     // kube-apiserver never fills in a policy's status (its type check): this controller does.
     cp.start_policy_status_controller();
     namespaces(cp, &[ARGOCD_NAMESPACE]);
@@ -491,7 +491,8 @@ fn every_argo_cd_attack_is_refused_on_a_real_server_under_the_component() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
-    let cp = &ControlPlane::start();
+    let turn = installs();
+    let cp: &ControlPlane = &turn;
     let manifests = copy();
     let root = manifests.path().join("manifests");
     install_with(
@@ -703,7 +704,8 @@ fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_policy_holds_no_other_service_account_and_not_one_granted_everything() {
-    let cp = &ControlPlane::start();
+    let turn = installs();
+    let cp: &ControlPlane = &turn;
     let manifests = copy();
     install(
         cp,

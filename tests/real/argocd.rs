@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 
 use base64::Engine as _;
 use common::manifests::copy;
-use common::real::{RealHarness, get, install_with, namespaces, wait_until_enforced};
+use common::real::{RealHarness, get, install_with, installs, namespaces, wait_until_enforced};
 use common::registry::{ConnectProxy, TlsRegistry};
 use common::*;
 use control_plane::ControlPlane;
@@ -205,7 +205,7 @@ fn stderr(out: &Output) -> String {
 #[ignore = "needs KUBEBUILDER_ASSETS, helm, docker-registry and openssl (bash .ci/test)"]
 fn helm_pulls_a_chart_with_the_argo_cd_secrets_credentials_before_and_after_a_rotation_and_the_stale_password_is_refused()
  {
-    let cp = ControlPlane::start();
+    let cp = installs();
     namespaces(&cp, &["app", ARGOCD]);
     let manifests = copy();
     let root = manifests.path().join("manifests");

@@ -13,8 +13,8 @@ use crate::common;
 
 use common::manifests::copy;
 use common::real::{
-    RealHarness, admin, create, get, install_with, message, namespaces, send, wait_until_enforced,
-    write_requests,
+    RealHarness, admin, create, get, install_with, installs, message, namespaces, send,
+    wait_until_enforced, write_requests,
 };
 use common::*;
 use control_plane::ControlPlane;
@@ -309,7 +309,7 @@ fn a_check_on_a_real_server_reports_each_finding_and_sends_no_write() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_check_without_the_components_pod_rights_checks_the_secrets_and_says_so_once() {
-    let cp = ControlPlane::start();
+    let cp = installs();
     install(&cp, None);
     namespaces(&cp, &["norights-a", "norights-b"]);
     let h = RealHarness::new(&cp);

@@ -8,7 +8,7 @@ use control_plane::ControlPlane;
 
 use crate::common::docs;
 use crate::common::manifests::copy;
-use crate::common::real::{install_with, kubectl};
+use crate::common::real::{install_with, installs, kubectl};
 
 /// The shell commands in the docs' `sh` blocks that start with `kubectl` and run a pod, each
 /// with its continuation lines joined, and where it was found.
@@ -93,7 +93,8 @@ fn the_commands_are_found_and_split_as_the_shell_would() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn every_kubectl_run_in_the_docs_passes_a_server_dry_run_under_restricted_pod_security() {
-    let cp = &ControlPlane::start();
+    let turn = installs();
+    let cp: &ControlPlane = &turn;
     let manifests = copy();
     let kubectl_program = cp.assets().join("kubectl");
     // With the check component: the check's command runs as its own ServiceAccount.
@@ -163,7 +164,7 @@ fn shell_command(text: &str, start: &str) -> Option<String> {
 #[test]
 #[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_readmes_helm_install_and_the_books_upgrade_and_uninstall_run_as_written() {
-    let cp = ControlPlane::start();
+    let cp = installs();
     let home = tempfile::tempdir().expect("a directory for Helm's state");
     let helm = |args: &[String]| {
         let out = std::process::Command::new(crate::chart::helm_binary())

@@ -19,12 +19,14 @@ use crate::common;
 use std::path::PathBuf;
 
 use common::manifests::{copy, yaml};
-use common::real::{admin, checked_policy, eventually, install, kubectl, kubectl_on_path, ok};
+use common::real::{
+    admin, checked_policy, eventually, install, installs, kubectl, kubectl_on_path, ok,
+};
 use control_plane::ControlPlane;
 use serde_json::Value;
 
-/// Everything `rendered` made gone again: the objects, then namespace ecr-refresh, deleted
-/// and finalized by hand as the namespace controller would once it is empty.
+/// Everything `rendered` made gone again: the objects, then namespace ecr-refresh, which the
+/// installs' control plane's namespace controller empties and removes.
 fn uninstall(cp: &ControlPlane, rendered: &[Value]) {
     let (namespaces, others): (Vec<Value>, Vec<Value>) = rendered
         .iter()
@@ -34,21 +36,6 @@ fn uninstall(cp: &ControlPlane, rendered: &[Value]) {
     for namespace in &namespaces {
         let name = namespace["metadata"]["name"].as_str().unwrap();
         admin(cp, &["delete", "namespace", name, "--wait=false"], "");
-        let mut found: Value =
-            serde_json::from_str(&admin(cp, &["get", "namespace", name, "-o", "json"], ""))
-                .unwrap();
-        found["spec"]["finalizers"] = Value::Array(vec![]);
-        admin(
-            cp,
-            &[
-                "replace",
-                "--raw",
-                &format!("/api/v1/namespaces/{name}/finalize"),
-                "-f",
-                "-",
-            ],
-            &found.to_string(),
-        );
     }
     eventually("the install removed", || {
         let left = admin(
@@ -75,10 +62,10 @@ fn service_account_rule(role: &Value) -> bool {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn every_variant_is_installed_by_both_kubectls_and_the_policy_type_checks_without_warnings() {
-    // Its own: it installs and removes the shipped names, which tests/real/runs.rs keeps.
-    let cp = &ControlPlane::start();
-    // kube-apiserver never fills in a policy's status: this controller does.
-    cp.start_policy_status_controller();
+    // It installs and removes the shipped names; the installs' control plane type-checks
+    // the policy (its status controller).
+    let turn = installs();
+    let cp: &ControlPlane = &turn;
     // The namespaced variant's target namespaces are the cluster owner's: they exist first.
     cp.create_namespace("team-a");
     cp.create_namespace("team-b");
@@ -199,9 +186,10 @@ fn every_variant_is_installed_by_both_kubectls_and_the_policy_type_checks_withou
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_books_overlay_into_an_existing_namespace_leaves_it_as_it_was() {
-    // Its own: the policy it installs would hold the chart tests' ServiceAccounts on the
-    // shared one (every policy holds whoever is granted `subject-to` its Secret name).
-    let cp = &ControlPlane::start();
+    // Not the shared one: the policy it installs would hold the chart tests' ServiceAccounts
+    // there (every policy holds whoever is granted `subject-to` its Secret name).
+    let turn = installs();
+    let cp: &ControlPlane = &turn;
     let page = common::docs::page("install/kustomize.md");
     let overlay = common::manifests::book_overlays(&page, &["Into another namespace"])
         .into_iter()
@@ -258,7 +246,8 @@ fn the_books_overlay_into_an_existing_namespace_leaves_it_as_it_was() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_readmes_kustomize_install_applies_as_written() {
-    let cp = &ControlPlane::start();
+    let turn = installs();
+    let cp: &ControlPlane = &turn;
     let page = common::docs::page("install/kustomize.md");
     let overlay = common::manifests::book_overlays(&page, &["Manifests"])
         .into_iter()

@@ -11,12 +11,12 @@
 //! And an overlay that renames the Secret (components/secret-name) and moves the install is
 //! followed by the RBAC and the policy: the run writes the new name, the old one is refused.
 //!
-//! One control plane, the installs one after another. Two policies for the same Secret name
-//! would each hold both installs' ServiceAccounts, and a denial names only one, so each
-//! overlay's objects (but its namespace, which nothing here would finalize) are deleted
-//! before the next is applied. A witness ServiceAccount, granted `subject-to` the Secret
-//! name and held by whichever policy is in force, tells when the server enforces an
-//! overlay's policy and when it no longer does.
+//! On the installs' control plane (tests/common/real.rs, `installs`), the overlays one after
+//! another. Two policies for the same Secret name would each hold both installs'
+//! ServiceAccounts, and a denial names only one, so each overlay's objects (but its
+//! namespace) are deleted before the next is applied, and the witness ServiceAccount, held
+//! by whichever policy is in force, tells when the server enforces an overlay's policy and
+//! when it no longer does.
 
 use crate::admission::{launch, seed};
 use crate::common;
@@ -24,8 +24,9 @@ use crate::common;
 use common::attacks::{pull_secret_body, targets, wide_rbac};
 use common::manifests::{copy, cronjob_env, documents, kustomization_with, yaml};
 use common::real::{
-    RealHarness, RefusedBy, admin, create, denied_by_policy, env, eventually, get, message,
-    namespaces, send, wait_until_delete_refused_by, wait_until_enforced_for,
+    RealHarness, RefusedBy, admin, create, denied_by_policy, env, eventually, get, installs,
+    message, namespaces, send, wait_until_delete_refused_by, wait_until_enforced_for,
+    wait_until_no_policy, witness_held,
 };
 use common::*;
 use control_plane::ControlPlane;
@@ -44,27 +45,6 @@ const OVERLAYS: [(&str, &str, &str); 5] = [
         "prod-ecr-refresh-blue",
     ),
 ];
-
-/// Held by any policy for our Secret name, and allowed by RBAC to create Secrets anywhere.
-const WITNESS: &str = "
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: witness, namespace: default}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: witness}
-rules:
-- {apiGroups: [ecr-refresh], resources: [admission-policy], resourceNames: [aws-ecr-token], verbs: [subject-to]}
-- {apiGroups: [''], resources: [secrets], verbs: [create]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: witness}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: witness}
-subjects:
-- {kind: ServiceAccount, name: witness, namespace: default}
-";
 
 /// The attacks RBAC refuses before admission, under the manifests' own RBAC.
 fn refused_by_rbac(what: &str) -> bool {
@@ -99,19 +79,6 @@ fn renamed(rendered: &[Value]) -> ((String, String), String) {
     );
     let name = |field: &str| account["metadata"][field].as_str().unwrap().to_owned();
     ((name("namespace"), name("name")), denied)
-}
-
-/// Whether `token`'s dry-run create of an Opaque Secret under our name in `namespace` is
-/// refused by a policy (`Ok(true)`) or admitted (`Ok(false)`).
-fn held(cp: &ControlPlane, token: &str, namespace: &str) -> Result<bool, String> {
-    let probe = json!({ "apiVersion": "v1", "kind": "Secret",
-        "metadata": { "name": SECRET }, "type": "Opaque" });
-    let path = format!("/api/v1/namespaces/{namespace}/secrets?dryRun=All");
-    match send(cp, token, "POST", &path, "application/json", &probe) {
-        (403, body) if denied_by_policy(&body) => Ok(true),
-        (201, _) => Ok(false),
-        (status, body) => Err(format!("{status} {body}")),
-    }
 }
 
 /// Every attack as `who`, under the overlay's RBAC and then under RBAC granting everything:
@@ -271,12 +238,11 @@ fn full_run_passes(cp: &ControlPlane, rendered: &[Value], who: (&str, &str), pre
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_policy_follows_each_overlay_refusing_every_attack_and_passing_a_full_run() {
-    let cp = &ControlPlane::start();
+    let turn = installs();
+    let cp: &ControlPlane = &turn;
     let kubectl = cp.assets().join("kubectl");
     let manifests = copy();
     let root = manifests.path().join("manifests");
-    admin(cp, &["apply", "-f", "-"], WITNESS);
-    let witness = cp.service_account_token("default", "witness");
     for variant in ["", "namespaced"] {
         let targets = targets(variant);
         seed(cp, targets);
@@ -298,7 +264,7 @@ fn the_policy_follows_each_overlay_refusing_every_attack_and_passing_a_full_run(
             admin(cp, &["apply", "-f", "-"], &yaml(&rendered));
             wait_until_enforced_for(cp, targets.0, (namespace, name), SECRET);
             eventually("the witness held", || {
-                match held(cp, &witness, targets.0)? {
+                match witness_held(cp, targets.0, SECRET)? {
                     true => Ok(()),
                     false => Err("admitted".into()),
                 }
@@ -315,12 +281,7 @@ fn the_policy_follows_each_overlay_refusing_every_attack_and_passing_a_full_run(
                 .filter(|d| d["kind"] != "Namespace")
                 .collect();
             admin(cp, &["delete", "-f", "-"], &yaml(&objects));
-            eventually("the policy gone from the server's view", || {
-                match held(cp, &witness, targets.0)? {
-                    true => Err("still held".into()),
-                    false => Ok(()),
-                }
-            });
+            wait_until_no_policy(cp, targets.0);
         }
     }
 

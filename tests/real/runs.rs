@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use common::manifests::{copy, cronjob_env};
 use common::real::{
-    RealHarness, SERVICE_ACCOUNT, admin, create, env, get, install, namespaces, send,
+    RealHarness, SERVICE_ACCOUNT, admin, create, env, get, install, installs, namespaces, send,
     wait_until_enforced, write_requests,
 };
 use common::*;
@@ -587,7 +587,7 @@ fn the_cluster_role_lists_its_own_secret_and_accounts_by_name_and_nothing_wider(
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
     let _serial = serial();
-    let cp = ControlPlane::start();
+    let cp = installs();
     namespaces(&cp, &["team-a", "team-b", "team-c"]);
     let manifests = copy();
     let root = manifests.path().join("manifests");
