@@ -669,6 +669,15 @@ pub fn argocd_attacks(ns: &str, name: &str) -> Vec<Attack> {
     ]
 }
 
+/// Which of [`attacks`] the manifests' own RBAC refuses before admission: it grants no
+/// delete, no ServiceAccount create, no core/v1 Event and no TokenRequest.
+pub fn refused_by_rbac(what: &str) -> bool {
+    what == "a delete of our Secret"
+        || what == "a ServiceAccount create"
+        || what == "a core/v1 Event"
+        || what.starts_with("a TokenRequest")
+}
+
 /// Which of the Argo CD attacks the shipped RBAC refuses before admission: the Role grants
 /// get and patch on our Secret's name only, and no delete.
 pub fn argocd_refused_by_rbac(what: &str) -> bool {

@@ -371,14 +371,16 @@ pub fn env<'a>(
     env
 }
 
-/// The control planes of the tests that install the manifests, each taken by one test at a
-/// time. The manifests' ClusterRoles, bindings and admission policy have fixed names, and a
-/// policy holds every ServiceAccount granted `subject-to` its Secret name, so two installs
-/// on one server judge each other's requests. Each turn starts on a server as it was
-/// started: [`scrub`] first deletes whatever the previous test left, even one that failed.
+/// The control planes of the tests that install the manifests, or restart the server, each
+/// taken by one test at a time. The manifests' ClusterRoles, bindings and admission policy
+/// have fixed names, and a policy holds every ServiceAccount granted `subject-to` its Secret
+/// name, so two installs on one server judge each other's requests. Each turn starts on a
+/// server as it was started: [`scrub`] first deletes whatever the previous test left, even
+/// one that failed, unless both tests share what [`installs_keeping`] prepared. A turn is
+/// also the server's request counters (`/metrics`) to itself.
 pub struct Turn {
     cp: &'static ControlPlane,
-    _slot: MutexGuard<'static, ()>,
+    _slot: MutexGuard<'static, Option<&'static str>>,
 }
 
 impl std::ops::Deref for Turn {
@@ -395,24 +397,46 @@ const INSTALL_SERVERS: usize = 2;
 
 /// Waits for a free installs' control plane (started by its first turn), and scrubs it.
 pub fn installs() -> Turn {
-    static SLOTS: [Mutex<()>; INSTALL_SERVERS] = [Mutex::new(()), Mutex::new(())];
+    turn(None, |_| {})
+}
+
+/// Like [`installs`], for the tests that run on what `prepare` installs (runs.rs: the
+/// shipped manifests): a server whose last turn had the same `key` is taken as that turn
+/// left it, neither scrubbed nor prepared again, so these tests use namespaces of their own.
+pub fn installs_keeping(key: &'static str, prepare: impl FnOnce(&ControlPlane)) -> Turn {
+    turn(Some(key), prepare)
+}
+
+fn turn(key: Option<&'static str>, prepare: impl FnOnce(&ControlPlane)) -> Turn {
+    // Each slot holds the key its server was last prepared under.
+    static SLOTS: [Mutex<Option<&'static str>>; INSTALL_SERVERS] =
+        [Mutex::new(None), Mutex::new(None)];
     static READY: [OnceLock<()>; INSTALL_SERVERS] = [OnceLock::new(), OnceLock::new()];
     const GROUPS: [&str; INSTALL_SERVERS] = ["installs-1", "installs-2"];
-    let (i, slot) = loop {
-        let free = SLOTS
-            .iter()
-            .enumerate()
-            .find_map(|(i, m)| match m.try_lock() {
-                Ok(guard) => Some((i, guard)),
-                Err(std::sync::TryLockError::Poisoned(p)) => Some((i, p.into_inner())),
-                Err(std::sync::TryLockError::WouldBlock) => None,
-            });
-        match free {
+    // A free server prepared under `key` first, else any free one.
+    let free = |prepared_only: bool| {
+        SLOTS.iter().enumerate().find_map(|(i, m)| {
+            let guard = match m.try_lock() {
+                Ok(guard) => guard,
+                Err(std::sync::TryLockError::Poisoned(p)) => {
+                    // The test before failed with the server in any state: scrub it.
+                    m.clear_poison();
+                    let mut guard = p.into_inner();
+                    *guard = None;
+                    guard
+                }
+                Err(std::sync::TryLockError::WouldBlock) => return None,
+            };
+            (!prepared_only || (key.is_some() && *guard == key)).then_some((i, guard))
+        })
+    };
+    let (i, mut slot) = loop {
+        match free(true).or_else(|| free(false)) {
             Some(taken) => break taken,
             None => std::thread::sleep(Duration::from_millis(100)),
         }
     };
-    let cp = ControlPlane::shared_by(GROUPS[i]);
+    let cp = ControlPlane::one_at_a_time(GROUPS[i]);
     READY[i].get_or_init(|| {
         // The namespace controller empties and removes a deleted namespace (without it one
         // stays Terminating); the status controller type-checks policies (checked_policy).
@@ -422,7 +446,19 @@ pub fn installs() -> Turn {
         ]);
         admin(cp, &["apply", "-f", "-"], WITNESS);
     });
-    scrub(cp);
+    if key.is_none() || *slot != key {
+        *slot = None;
+        // A restart test that failed may have left a daemon stopped.
+        if cp.etcd_pid().is_none() {
+            cp.start_etcd();
+        }
+        if cp.apiserver_pid().is_none() {
+            cp.start_apiserver();
+        }
+        scrub(cp);
+        prepare(cp);
+        *slot = key;
+    }
     Turn { cp, _slot: slot }
 }
 

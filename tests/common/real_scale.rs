@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -23,22 +24,40 @@ pub const SECRET: &str = "aws-ecr-token";
 pub const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
 pub const REGION: &str = "us-east-1";
 
-/// A control plane of its own with ecr-refresh's ClusterRole bound to its ServiceAccount
-/// user, N namespaces, and a fake ECR.
+/// A control plane with ecr-refresh's ClusterRole bound to its ServiceAccount user, N
+/// namespaces, and a fake ECR.
 pub struct Real {
-    pub cp: ControlPlane,
+    /// One of its own ([`Real::start`]), or a test's turn on a shared one ([`Real::on`]),
+    /// held as long as the `Real`.
+    pub cp: Box<dyn Deref<Target = ControlPlane> + Sync>,
     pub ecr: FakeEcr,
     pub dir: tempfile::TempDir,
     pub namespaces: Vec<String>,
-}
-
-pub fn namespace(i: usize) -> String {
-    format!("ns-{i:05}")
+    /// `<prefix>-`, what every namespace's name starts with.
+    prefix: String,
 }
 
 impl Real {
+    /// On a control plane of its own, stopped when the `Real` is dropped.
     pub fn start(namespaces: usize) -> Self {
-        let cp = ControlPlane::start();
+        struct Own(ControlPlane);
+        impl Deref for Own {
+            type Target = ControlPlane;
+            fn deref(&self) -> &ControlPlane {
+                &self.0
+            }
+        }
+        Self::on(Own(ControlPlane::start()), "ns", namespaces)
+    }
+
+    /// On `cp`, which no other test uses while the `Real` lives (a turn), in the namespaces
+    /// `<prefix>-00000`…, which must not exist yet. The runs select `<prefix>-*`.
+    pub fn on(
+        cp: impl Deref<Target = ControlPlane> + Sync + 'static,
+        prefix: &str,
+        namespaces: usize,
+    ) -> Self {
+        let cp: Box<dyn Deref<Target = ControlPlane> + Sync> = Box::new(cp);
         let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests");
         cp.kubectl_run(&[
             "apply",
@@ -51,7 +70,10 @@ impl Real {
             cp,
             ecr: FakeEcr::start(),
             dir: tempfile::tempdir().expect("a temporary directory"),
-            namespaces: (0..namespaces).map(namespace).collect(),
+            namespaces: (0..namespaces)
+                .map(|i| format!("{prefix}-{i:05}"))
+                .collect(),
+            prefix: format!("{prefix}-"),
         };
         let items: Vec<serde_json::Value> = real
             .namespaces
@@ -106,6 +128,7 @@ impl Real {
         ]);
         list.lines()
             .filter_map(|l| l.split_once(' '))
+            .filter(|(n, _)| n.starts_with(&self.prefix))
             .map(|(n, u)| (n.to_owned(), u.to_owned()))
             .collect()
     }
@@ -126,6 +149,11 @@ impl Real {
             .as_array()
             .expect("items")
             .iter()
+            .filter(|s| {
+                s["metadata"]["namespace"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(&self.prefix))
+            })
             .map(|s| {
                 let ns = s["metadata"]["namespace"].as_str().unwrap().to_owned();
                 let encoded = s["data"][".dockerconfigjson"].as_str().unwrap_or_default();
@@ -158,7 +186,7 @@ impl Real {
             .env("AWS_EC2_METADATA_DISABLED", "true")
             .env("ECR_REFRESH_LOG_FORMAT", "json")
             .env("ECR_REFRESH_REGISTRIES", REGISTRY)
-            .env("ECR_REFRESH_NAMESPACES", "ns-*")
+            .env("ECR_REFRESH_NAMESPACES", format!("{}*", self.prefix))
             .env("ECR_REFRESH_EVENTS", "false")
             .env(
                 "ECR_REFRESH_TERMINATION_LOG",

@@ -6,11 +6,15 @@
 //! 404, no DELETED event, no uid change. Then the seed's `kubectl delete; kubectl create`
 //! loop over the same namespaces, with the same readers: at least one gap, which proves the
 //! readers can see one.
+//!
+//! It takes a turn on an installs' control plane (`common::real::installs`): a server to
+//! itself, so that its load slows no other test's requests there.
 
 use crate::real_scale as real;
 
 use std::time::{Duration, Instant};
 
+use crate::common::real::installs;
 use real::{Readers, Real};
 
 const NAMESPACES: usize = 20;
@@ -19,7 +23,7 @@ const READS: u64 = 1_000;
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn readers_never_miss_the_secret_while_ecr_refresh_runs_and_do_while_delete_and_create_runs() {
-    let real = Real::start(NAMESPACES);
+    let real = Real::on(installs(), "ns", NAMESPACES);
     let created = real.ecr_refresh(&[]).output().expect("ecr-refresh runs");
     assert_eq!(
         created.status.code(),

@@ -15,7 +15,7 @@ use crate::common;
 
 use common::attacks::{
     Attack, OPAQUE_UPDATE, WIDE_POD_RBAC, WIDE_RBAC, attacks, opaque_under_our_name, pod_attacks,
-    subresource_attacks, target_objects, victim_pod,
+    refused_by_rbac, subresource_attacks, target_objects, victim_pod,
 };
 use common::manifests::copy;
 use common::real::{
@@ -130,11 +130,7 @@ fn every_attack_is_refused_on_a_real_server_and_goes_through_without_the_binding
     // TokenRequests; the policy the rest.
     for (what, rule, status, body) in launch(cp, &token, ("victim", "ours")) {
         assert_eq!(status, 403, "{what}: {body}");
-        let by_rbac = what == "a delete of our Secret"
-            || what == "a ServiceAccount create"
-            || what == "a core/v1 Event"
-            || what.starts_with("a TokenRequest");
-        if by_rbac {
+        if refused_by_rbac(what) {
             assert!(
                 message(&body).contains("cannot "),
                 "{what}: by RBAC: {body}"

@@ -21,7 +21,7 @@
 use crate::admission::{launch, seed};
 use crate::common;
 
-use common::attacks::{pull_secret_body, targets, wide_rbac};
+use common::attacks::{pull_secret_body, refused_by_rbac, targets, wide_rbac};
 use common::manifests::{copy, cronjob_env, documents, kustomization_with, yaml};
 use common::real::{
     RealHarness, RefusedBy, admin, create, denied_by_policy, env, eventually, get, installs,
@@ -45,14 +45,6 @@ const OVERLAYS: [(&str, &str, &str); 5] = [
         "prod-ecr-refresh-blue",
     ),
 ];
-
-/// The attacks RBAC refuses before admission, under the manifests' own RBAC.
-fn refused_by_rbac(what: &str) -> bool {
-    what == "a delete of our Secret"
-        || what == "a ServiceAccount create"
-        || what == "a core/v1 Event"
-        || what.starts_with("a TokenRequest")
-}
 
 /// The rendered ServiceAccount (namespace, name), and the policy's denial prefix under the
 /// names the overlay gave the policy and its binding.

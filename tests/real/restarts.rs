@@ -4,8 +4,9 @@
 //! seeded first (as `kubectl create secret docker-registry` makes it), so a kept uid proves
 //! it was updated in place.
 //!
-//! Each test has a control plane of its own; they take turns (one lock), since two at once
-//! on a 2-core CI machine would only slow each other. Each prints what the server answered
+//! The three tests take turns (one lock) on one control plane of their own
+//! (`ControlPlane::one_at_a_time("restarts")`), each in namespaces under a prefix of its own;
+//! two at once on a 2-core CI machine would only slow each other. Each prints what the server answered
 //! while it was away, from the binary's retry lines (tests/fake-cluster/REAL-SERVER.md has
 //! what was seen).
 
@@ -17,6 +18,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use control_plane::ControlPlane;
 use real::{Real, json_lines, outcome_lines};
 use serde_json::Value;
 
@@ -37,11 +39,19 @@ struct Outcome {
 
 /// Seeds 500 Secrets, starts a run at concurrency 4, and once 100 namespaces have their line
 /// calls `disrupt`; then waits for the run to end.
-fn run_through(disrupt: impl FnOnce(&Real)) -> Outcome {
+fn run_through(prefix: &str, disrupt: impl FnOnce(&Real)) -> Outcome {
     let _turn = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let real = Real::start(NAMESPACES);
+    let cp = ControlPlane::one_at_a_time("restarts");
+    // A test before this one that failed may have left a daemon stopped.
+    if cp.etcd_pid().is_none() {
+        cp.start_etcd();
+    }
+    if cp.apiserver_pid().is_none() {
+        cp.start_apiserver();
+    }
+    let real = Real::on(cp, prefix, NAMESPACES);
     let seeded = real.seed_secrets(SEED_PASSWORD);
     assert_eq!(seeded.len(), NAMESPACES);
 
@@ -119,7 +129,9 @@ impl Outcome {
                 let shape: String = e
                     .split(' ')
                     .map(|w| {
-                        if w.contains("ns-")
+                        if w.contains("killed-")
+                            || w.contains("stopped-")
+                            || w.contains("etcd-")
                             || w.chars().any(|c| c.is_ascii_digit())
                                 && !w.starts_with("HTTP")
                                 && w.len() > 3
@@ -208,7 +220,7 @@ fn every_namespace_updated(outcome: &Outcome) {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn apiserver_killed_mid_run_and_started_again_every_namespace_is_updated_in_place() {
-    let outcome = run_through(|real| {
+    let outcome = run_through("killed", |real| {
         real.cp.kill_apiserver();
         real.cp.start_apiserver();
     });
@@ -219,7 +231,7 @@ fn apiserver_killed_mid_run_and_started_again_every_namespace_is_updated_in_plac
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn apiserver_stopped_mid_run_and_started_5s_later_every_namespace_is_updated_in_place() {
-    let outcome = run_through(|real| {
+    let outcome = run_through("stopped", |real| {
         let stopping = Instant::now();
         real.cp.stop_apiserver();
         eprintln!(
@@ -237,7 +249,7 @@ fn apiserver_stopped_mid_run_and_started_5s_later_every_namespace_is_updated_in_
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn etcd_stopped_for_5s_mid_run_every_namespace_is_updated_or_clearly_failed_and_the_exit_code_says_which()
  {
-    let outcome = run_through(|real| {
+    let outcome = run_through("etcd", |real| {
         real.cp.stop_etcd();
         std::thread::sleep(Duration::from_secs(5));
         real.cp.start_etcd();

@@ -6,46 +6,41 @@
 //! The runs go through a recording proxy (tests/common/proxy.rs), which also makes the
 //! in-flight delete: the Secret deleted right after the server answered our GET.
 //!
-//! One control plane for the file, with manifests/ and the service-accounts component
-//! installed; each test uses namespaces of its own and names them (ECR_REFRESH_NAMESPACES:
-//! literal names are read one namespace at a time, a glob by the one list of every Secret),
-//! and the tests run one at a time, so that the server's request counters are a test's own.
-//! The namespaced install has a control plane of its own (its Roles would be moot beside
-//! the ClusterRole).
+//! The tests take turns on the installs' control planes (`common::real::installs_keeping`),
+//! with manifests/ and the service-accounts component installed once per server; each test
+//! uses namespaces of its own and names them (ECR_REFRESH_NAMESPACES: literal names are read
+//! one namespace at a time, a glob by the one list of every Secret). A turn is one test at a
+//! time on its server, so the server's request counters are the test's own. The namespaced
+//! install takes a scrubbed turn (its Roles would be moot beside the ClusterRole).
 
 use crate::common;
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 use common::manifests::{copy, cronjob_env};
 use common::real::{
-    RealHarness, SERVICE_ACCOUNT, admin, create, env, get, install, installs, namespaces, send,
-    wait_until_enforced, write_requests,
+    RealHarness, SERVICE_ACCOUNT, Turn, admin, create, env, get, install, installs,
+    installs_keeping, namespaces, ok, send, wait_until_enforced, write_requests,
 };
 use common::*;
 use control_plane::ControlPlane;
 use serde_json::{Value, json};
 
-/// One test at a time: the write counters of /metrics are the test's own.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// This module's shared control plane (the chart's releases hold the same Secret name, so
-/// they get the binary's other one) with manifests/ and the service-accounts component installed
-/// and in force; the CronJob's environment.
-fn installed() -> (&'static ControlPlane, &'static [(String, String)]) {
+/// A turn on an installs' control plane (`common::real::installs_keeping`) with manifests/
+/// and the service-accounts component installed and in force, and the CronJob's
+/// environment. This module's tests share the install, each in namespaces of its own, and a
+/// turn is one test at a time: the write counters of /metrics are the test's own.
+fn installed() -> (Turn, &'static [(String, String)]) {
     static ENV: OnceLock<Vec<(String, String)>> = OnceLock::new();
-    let cp = ControlPlane::shared_by("runs");
-    let env = ENV.get_or_init(|| {
+    let turn = installs_keeping("runs: manifests/ installed", |cp| {
         let manifests = copy();
         let root = manifests.path().join("manifests");
         let rendered = install(cp, &cp.assets().join("kubectl"), &root, "", true);
         wait_until_enforced(cp, "default");
-        cronjob_env(&common::manifests::yaml(&rendered))
+        ENV.get_or_init(|| cronjob_env(&common::manifests::yaml(&rendered)));
     });
-    (cp, env)
+    let env = ENV.get().expect("set when the manifests were installed");
+    (turn, env)
 }
 
 fn data_text(secret: &Value) -> String {
@@ -55,8 +50,8 @@ fn data_text(secret: &Value) -> String {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_first_run_creates_in_fresh_namespaces_and_a_second_keeps_every_uid() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     namespaces(cp, &["fresh-a", "fresh-b"]);
     let h = RealHarness::new(cp);
 
@@ -98,8 +93,8 @@ fn a_first_run_creates_in_fresh_namespaces_and_a_second_keeps_every_uid() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn with_nothing_due_a_run_writes_nothing() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     namespaces(cp, &["idle-a", "idle-b"]);
     let h = RealHarness::new(cp);
     h.run(&env(shipped, "idle-a,idle-b", &[])).expect_code(0);
@@ -136,8 +131,8 @@ fn with_nothing_due_a_run_writes_nothing() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_secret_from_the_kubectl_loop_is_adopted_in_place_without_its_last_applied_copy() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     namespaces(cp, &["legacy"]);
     let made = admin(
         cp,
@@ -195,8 +190,8 @@ fn a_secret_from_the_kubectl_loop_is_adopted_in_place_without_its_last_applied_c
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn others_entries_labels_annotations_and_data_keys_stay() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     namespaces(cp, &["shared"]);
     let foreign = r#"{"auth":"dXNlcjpwYXNz",  "email" : "ci@example.com"}"#;
     let value = format!(r#"{{"auths":{{"ghcr.io":{foreign},"{REGISTRY}":{{"auth":"b2xk"}}}}}}"#);
@@ -236,15 +231,17 @@ fn others_entries_labels_annotations_and_data_keys_stay() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_terminating_namespace_is_skipped_listed_or_named() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     namespaces(cp, &["term-going", "term-live"]);
     create(
         cp,
         &[json!({ "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": { "name": "held", "namespace": "term-going" } })],
+            "metadata": { "name": "held", "namespace": "term-going",
+                          "finalizers": ["ecr-refresh.test/held"] } })],
     );
-    // No kube-controller-manager: the namespace stays Terminating.
+    // The ConfigMap's finalizer holds the namespace Terminating: the namespace controller
+    // deletes the ConfigMap, and waits for it forever. (The next scrub removes the finalizer.)
     admin(
         cp,
         &["delete", "namespace", "term-going", "--wait=false"],
@@ -279,8 +276,8 @@ fn a_terminating_namespace_is_skipped_listed_or_named() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_service_accounts_component_appends_the_secret_to_default() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     assert!(
         shipped
             .iter()
@@ -320,8 +317,8 @@ fn the_service_accounts_component_appends_the_secret_to_default() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_dry_run_stores_nothing() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     namespaces(cp, &["dry-fresh", "dry-stored"]);
     let h = RealHarness::new(cp);
     h.run(&env(shipped, "dry-stored", &[])).expect_code(0);
@@ -370,8 +367,8 @@ fn a_dry_run_stores_nothing() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn an_opaque_secret_under_our_name_fails_with_a_warning_event_kubectl_shows() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     namespaces(cp, &["opaque-a", "opaque-b"]);
     create(
         cp,
@@ -419,8 +416,8 @@ fn an_opaque_secret_under_our_name_fails_with_a_warning_event_kubectl_shows() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_secret_deleted_right_after_our_read_is_recreated_fresh_without_the_deleted_data() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     namespaces(cp, &["inflight"]);
     create(
         cp,
@@ -432,12 +429,10 @@ fn a_secret_deleted_right_after_our_read_is_recreated_fresh_without_the_deleted_
     let h = RealHarness::new(cp);
     let old = h.secret("inflight").unwrap();
     let path = format!("/api/v1/namespaces/inflight/secrets/{SECRET}");
+    let mut delete = cp.kubectl();
+    delete.args(["delete", "secret", SECRET, "-n", "inflight", "--wait=true"]);
     h.proxy.after_answer_to("GET", &path, move || {
-        admin(
-            cp,
-            &["delete", "secret", SECRET, "-n", "inflight", "--wait=true"],
-            "",
-        );
+        ok(&mut delete, "");
     });
 
     let run = h.run(&env(shipped, "inflight", &[]));
@@ -490,8 +485,8 @@ fn a_secret_deleted_right_after_our_read_is_recreated_fresh_without_the_deleted_
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn a_run_by_glob_reads_every_secret_in_one_list_and_writes_pinned_to_what_it_showed() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     namespaces(cp, &["listed-a", "listed-b", "listed-c"]);
     for ns in ["listed-a", "listed-b"] {
         create(
@@ -506,12 +501,10 @@ fn a_run_by_glob_reads_every_secret_in_one_list_and_writes_pinned_to_what_it_sho
     let kept = h.secret("listed-a").unwrap();
     let deleted = h.secret("listed-b").unwrap();
     // The in-flight delete, on the list path: listed-b's Secret goes right after the list.
+    let mut delete = cp.kubectl();
+    delete.args(["delete", "secret", SECRET, "-n", "listed-b", "--wait=true"]);
     h.proxy.after_answer_to("GET", "/api/v1/secrets", move || {
-        admin(
-            cp,
-            &["delete", "secret", SECRET, "-n", "listed-b", "--wait=true"],
-            "",
-        );
+        ok(&mut delete, "");
     });
 
     let run = h.run(&env(
@@ -557,8 +550,8 @@ fn a_run_by_glob_reads_every_secret_in_one_list_and_writes_pinned_to_what_it_sho
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn the_cluster_role_lists_its_own_secret_and_accounts_by_name_and_nothing_wider() {
-    let _serial = serial();
-    let (cp, _) = installed();
+    let (turn, _) = installed();
+    let cp: &ControlPlane = &turn;
     let token = cp.service_account_token(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1);
     let list = |path: &str| send(cp, &token, "GET", path, "application/json", &Value::Null);
     let by_name = format!("/api/v1/secrets?fieldSelector=metadata.name%3D{SECRET}&limit=1");
@@ -586,7 +579,6 @@ fn the_cluster_role_lists_its_own_secret_and_accounts_by_name_and_nothing_wider(
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
-    let _serial = serial();
     let cp = installs();
     namespaces(&cp, &["team-a", "team-b", "team-c"]);
     let manifests = copy();
@@ -717,8 +709,8 @@ fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn uninstall_deletes_only_what_ecr_refresh_created_and_strips_only_its_entries() {
-    let _serial = serial();
-    let (cp, shipped) = installed();
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
     let all = ["un-created", "un-mixed", "un-adopted"];
     namespaces(cp, &all);
     let theirs = json!({"username": "bot", "password": "theirs"});

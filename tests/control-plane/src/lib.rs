@@ -29,7 +29,8 @@
 //! only such a one can be restarted ([`ControlPlane::kill_apiserver`] and the rest), since
 //! restarting the shared one would break the tests running beside. Tests that install
 //! cluster-scoped objects under fixed names share `ControlPlane::shared_by("group")`, one
-//! more per group, apart from the binary's other tests.
+//! more per group, apart from the binary's other tests; `ControlPlane::one_at_a_time("group")`
+//! is such a server for a caller that gives it to one test at a time, which may restart it.
 //!
 //! # What runs, and what does not
 //! - etcd (one member, `--unsafe-no-fsync`, data in the temporary directory) and
@@ -212,6 +213,18 @@ impl ControlPlane {
     /// # Panics
     /// Like [`ControlPlane::shared`].
     pub fn shared_by(group: &'static str) -> &'static Self {
+        Self::group(group, true)
+    }
+
+    /// Like [`ControlPlane::shared_by`], for a caller that hands the server to one test at a
+    /// time (tests/common/real.rs's turns): such a test may stop and start its daemons
+    /// ([`ControlPlane::kill_apiserver`] and the rest), and must leave them running. A group
+    /// is one server whichever of the two names it first.
+    pub fn one_at_a_time(group: &'static str) -> &'static Self {
+        Self::group(group, false)
+    }
+
+    fn group(group: &'static str, shared: bool) -> &'static Self {
         type Slot = OnceLock<Result<ControlPlane, String>>;
         static GROUPS: Mutex<Vec<(&'static str, &'static Slot)>> = Mutex::new(Vec::new());
         static AT_EXIT: OnceLock<Result<(), String>> = OnceLock::new();
@@ -251,7 +264,7 @@ impl ControlPlane {
                     Ok(())
                 })
                 .clone()?;
-            Self::start_as(true, false)
+            Self::start_as(shared, false)
         });
         match shared {
             Ok(cp) => cp,
