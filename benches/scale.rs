@@ -273,11 +273,7 @@ impl Fixture {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", self.dir.path())
             .env("KUBECONFIG", &self.kubeconfig)
-            .env("AWS_ENDPOINT_URL_ECR", self.ecr.url())
-            .env("AWS_REGION", REGION)
-            .env("AWS_ACCESS_KEY_ID", "AKIDFAKE")
-            .env("AWS_SECRET_ACCESS_KEY", "fake-secret")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .envs(self.ecr.client_env(REGION))
             .env("ECR_REFRESH_REGISTRIES", REGISTRY)
             .env("ECR_REFRESH_LOG_FORMAT", "json")
             .env(

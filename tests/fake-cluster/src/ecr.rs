@@ -183,6 +183,17 @@ impl FakeEcr {
     pub fn url(&self) -> String {
         self.url.clone()
     }
+    /// The variables that point the AWS SDK of a process at this fake (for `Command::envs`):
+    /// its endpoint, `region`, a static key it accepts, and no instance metadata.
+    pub fn client_env(&self, region: &str) -> [(&'static str, String); 5] {
+        [
+            ("AWS_ENDPOINT_URL_ECR", self.url()),
+            ("AWS_REGION", region.to_owned()),
+            ("AWS_ACCESS_KEY_ID", "AKIDFAKE".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "fake-secret".to_owned()),
+            ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+        ]
+    }
     /// Every later call in `region` answers this password.
     pub fn set_password(&self, region: &str, password: &str) {
         lock(&self.state)
