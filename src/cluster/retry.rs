@@ -177,11 +177,23 @@ where
     let started = tokio::time::Instant::now();
     let deadline = started + CALL_TIMEOUT;
     let mut attempt = 1;
+    // What the try before this one failed with: when the deadline cuts a retry short, the
+    // error that made us retry says more than the timeout.
+    let mut previous: Option<RequestError> = None;
     loop {
         let error = match tokio::time::timeout_at(deadline, send()).await {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(e)) => RequestError::from(e),
-            Err(_) => return Err(RequestError::Timeout(CALL_TIMEOUT)),
+            Err(_) => {
+                return Err(match previous {
+                    Some(last) => RequestError::GaveUp {
+                        tries: attempt,
+                        elapsed: started.elapsed(),
+                        last: Box::new(last),
+                    },
+                    None => RequestError::Timeout(CALL_TIMEOUT),
+                });
+            }
         };
         if matches!(&error, RequestError::Client(e) if is_connection_failure(e)) {
             connection_lost_now();
@@ -207,6 +219,7 @@ where
         }
         debug!(request = what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying");
         tokio::time::sleep(delay).await;
+        previous = Some(error);
         attempt += 1;
     }
 }
@@ -222,6 +235,44 @@ fn backoff(attempt: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_the_deadline_cuts_short_reports_the_error_that_made_us_retry() {
+        use std::io::{Error, ErrorKind};
+        let mut tries = 0;
+        let error = send("test", || {
+            tries += 1;
+            let first = tries == 1;
+            async move {
+                if first {
+                    Err(kube::Error::Service(Box::new(Error::new(
+                        ErrorKind::ConnectionRefused,
+                        "refused",
+                    ))))
+                } else {
+                    std::future::pending::<Result<(), kube::Error>>().await
+                }
+            }
+        })
+        .await
+        .unwrap_err();
+        let text = error.to_string();
+        assert!(
+            matches!(error, RequestError::GaveUp { tries: 2, .. }) && text.contains("refused"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_first_try_without_an_answer_is_a_timeout() {
+        let error = send("test", std::future::pending::<Result<(), kube::Error>>)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, RequestError::Timeout(CALL_TIMEOUT)),
+            "{error}"
+        );
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {
