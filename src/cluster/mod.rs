@@ -9,3 +9,4 @@ pub mod namespaces;
 pub mod pods;
 pub mod retry;
 pub mod selection;
+pub mod whoami;

@@ -30,9 +30,9 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "ECR_REFRESH_INSTALL",
-        default: "the pod's ServiceAccount, as <namespace>/<name>",
-        meaning: "this install's name, recorded on each Secret it writes (ecr-refresh/install); a Secret another install wrote, holding registries this one does not write, is refused and left as it is (give each install its own ECR_REFRESH_SECRET_NAME)",
-        accepted: "1 to 253 letters, digits, '-', '.', '_', '/' or ':'",
+        default: "the pod's ServiceAccount, as <namespace>/<name>; off-cluster, the user the API server says the run is (a ServiceAccount's as <namespace>/<name>)",
+        meaning: "this install's name, recorded on each Secret it writes (ecr-refresh/install); a Secret another install wrote, holding registries this one does not write, is refused and left as it is (give each install its own ECR_REFRESH_SECRET_NAME); a write never removes a recorded name",
+        accepted: "1 to 253 characters without spaces",
     },
     Variable {
         name: "ECR_REFRESH_NAMESPACES",

@@ -47,10 +47,22 @@ impl Install {
             .ok()?;
         let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
         let subject = claims["sub"].as_str()?;
-        let (namespace, name) = subject
-            .strip_prefix("system:serviceaccount:")?
-            .split_once(':')?;
-        format!("{namespace}/{name}").parse().ok()
+        subject.strip_prefix("system:serviceaccount:")?;
+        Self::from_username(subject)
+    }
+
+    /// The name an API server user records: a ServiceAccount's user name
+    /// (`system:serviceaccount:<namespace>:<name>`) as `<namespace>/<name>`, the name a pod of
+    /// that ServiceAccount records; any other user name (an OIDC email, an EKS role ARN, a
+    /// client certificate's CN) as it is.
+    pub fn from_username(username: &str) -> Option<Self> {
+        match username
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|rest| rest.split_once(':'))
+        {
+            Some((namespace, name)) => format!("{namespace}/{name}").parse().ok(),
+            None => username.parse().ok(),
+        }
     }
 
     /// The ServiceAccount this pod runs as, when it runs in one with a token mounted.
@@ -64,12 +76,15 @@ impl Install {
 impl FromStr for Install {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // Any user name an API server may give (an OIDC email, an EKS role ARN): printable,
+        // no spaces, as an annotation value and a log field hold it unquoted.
         let ok = !s.is_empty()
             && s.len() <= 253
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '/' | ':'));
+            && s.chars().all(|c| {
+                c.is_ascii_graphic() || (!c.is_ascii() && !c.is_control() && !c.is_whitespace())
+            });
         ok.then(|| Self(s.to_owned())).ok_or_else(|| {
-            "must be 1 to 253 letters, digits, '-', '.', '_', '/' or ':', such as <namespace>/<serviceaccount>"
+            "must be 1 to 253 characters without spaces, such as <namespace>/<serviceaccount> or a user name"
                 .to_owned()
         })
     }
@@ -211,9 +226,44 @@ mod tests {
 
     #[test]
     fn an_install_name_is_short_printable_text() {
-        assert!("team-a/ecr-refresh".parse::<Install>().is_ok());
-        for bad in ["", "a,b", "with space", &"x".repeat(254)] {
+        for good in [
+            "team-a/ecr-refresh",
+            "alice@example.com",
+            "arn:aws:sts::111111111111:assumed-role/Admin/alice",
+            "kubernetes-admin",
+        ] {
+            assert!(good.parse::<Install>().is_ok(), "{good:?}");
+        }
+        for bad in ["", "with space", "tab\there", "new\nline", &"x".repeat(254)] {
             assert!(bad.parse::<Install>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_user_name_is_recorded_as_a_pod_of_its_service_account_would_record_it() {
+        let cases = [
+            (
+                "system:serviceaccount:team-a:ecr-refresh",
+                Some("team-a/ecr-refresh"),
+            ),
+            ("kubernetes-admin", Some("kubernetes-admin")),
+            ("system:admin", Some("system:admin")),
+            ("alice@example.com", Some("alice@example.com")),
+            (
+                "arn:aws:sts::111111111111:assumed-role/Admin/alice",
+                Some("arn:aws:sts::111111111111:assumed-role/Admin/alice"),
+            ),
+            ("", None),
+            ("with space", None),
+        ];
+        for (username, recorded) in cases {
+            assert_eq!(
+                Install::from_username(username)
+                    .as_ref()
+                    .map(Install::as_str),
+                recorded,
+                "{username:?}"
+            );
         }
     }
 }

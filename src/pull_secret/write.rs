@@ -378,7 +378,8 @@ enum Created {
 /// POST: fails with 409 AlreadyExists, never overwrites, if a Secret appeared since our read.
 async fn create(api: &Api<Secret>, desired: &Desired<'_>) -> Result<Created, SecretError> {
     let merged = docker_config::merge(None, &desired.credentials, &[])?;
-    let mut secret = body(desired, merged.into_bytes(), None, None);
+    let install = desired.install.map(Install::as_str);
+    let mut secret = body(desired, merged.into_bytes(), None, None, install);
     // Only a create records that we made it (uninstall may delete what we made, no other);
     // the applies that follow leave the label as it is, since they don't name it.
     secret
@@ -445,7 +446,20 @@ async fn update(
     // only written over that version. An entry added since our read is re-read, not erased.
     let resource_version = current.metadata.resource_version.clone();
     let uid = current.metadata.uid.clone();
-    let secret = body(desired, merged.into_bytes(), uid.clone(), resource_version);
+    // A run with no name of its own never removes the recorded one: an apply that left the
+    // annotation out would take it away (our manager owns it), and another install could then
+    // take the Secret over. It sends the recorded name back.
+    let install = desired
+        .install
+        .map(Install::as_str)
+        .or_else(|| recorded_install(current));
+    let secret = body(
+        desired,
+        merged.into_bytes(),
+        uid.clone(),
+        resource_version,
+        install,
+    );
 
     let mut params = PatchParams::apply(FIELD_MANAGER).force();
     params.dry_run = desired.dry_run;
@@ -560,12 +574,24 @@ async fn remove_last_applied(
     Err(SecretError::Contended)
 }
 
-/// The object we apply or create: only the fields we own.
+/// The install the Secret records (`ecr-refresh/install`), if any.
+fn recorded_install(secret: &Secret) -> Option<&str> {
+    secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(INSTALL_ANNOTATION))
+        .map(String::as_str)
+        .filter(|name| !name.is_empty())
+}
+
+/// The object we apply or create: only the fields we own; `install` is the name recorded.
 fn body(
     desired: &Desired<'_>,
     value: Vec<u8>,
     uid: Option<String>,
     resource_version: Option<String>,
+    install: Option<&str>,
 ) -> Secret {
     let registries = desired.hosts();
     // Our own bytes: they parse. The record is of exactly what this write stores.
@@ -586,11 +612,7 @@ fn body(
                     (DIGEST_ANNOTATION.to_owned(), digest),
                 ]
                 .into_iter()
-                .chain(
-                    desired
-                        .install
-                        .map(|i| (INSTALL_ANNOTATION.to_owned(), i.as_str().to_owned())),
-                )
+                .chain(install.map(|i| (INSTALL_ANNOTATION.to_owned(), i.to_owned())))
                 .collect(),
             ),
             ..ObjectMeta::default()

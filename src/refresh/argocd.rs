@@ -59,7 +59,7 @@ pub async fn refresh(
     let dropped = shared
         .dropped_registries
         .lock()
-        .map(|d| d.clone())
+        .map(|d| d.keys().cloned().collect())
         .unwrap_or_default();
     log_left_alone(shared, argocd, &dropped);
     Ok(())

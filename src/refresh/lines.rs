@@ -2,7 +2,7 @@
 
 use std::time::SystemTime;
 
-use tracing::{Level, error};
+use tracing::{Level, error, warn};
 
 use crate::config::Config;
 use crate::pull_secret::write::{SkipReason, Written};
@@ -13,6 +13,31 @@ pub fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
     let error = format!("left undone: {reason}; the next run covers it");
     // `as_str`, not `%`: a &str field is quoted in text logs, as every other line's outcome is.
     error!(namespace, secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "namespace failed");
+}
+
+/// One line per registry whose entry this run removed from the pull Secrets, because an earlier
+/// write of ours recorded it and this run's configuration no longer names it: pods that pull
+/// from it lose their token. Two setups sharing one identity with different registries undo
+/// each other this way; the line says so, once per run.
+pub fn log_dropped(dropped: &std::collections::BTreeMap<String, usize>, dry_run: bool) {
+    for (registry, &namespaces) in dropped {
+        if dry_run {
+            warn!(
+                registry = registry.as_str(),
+                namespaces,
+                "dry run: would remove this registry's entry from the pull Secret: it is no longer configured \
+                 (ECR_REFRESH_REGISTRIES), but an earlier run wrote it"
+            );
+        } else {
+            warn!(
+                registry = registry.as_str(),
+                namespaces,
+                "removed this registry's entry from the pull Secret: it is no longer configured \
+                 (ECR_REFRESH_REGISTRIES), but an earlier run wrote it; pods pulling from it now fail. If \
+                 another setup with the same identity writes it, give each its own ECR_REFRESH_SECRET_NAME"
+            );
+        }
+    }
 }
 
 /// The namespace's one line: the level says how it went, the fields what happened.

@@ -4,6 +4,7 @@
 //! fetched when the first namespace turns out to be due. Then the summary and the exit code.
 
 mod argocd;
+mod install_name;
 mod lines;
 mod tokens;
 
@@ -35,7 +36,8 @@ use crate::run::pages::{Driver, Visit, each_namespace};
 use crate::run::reads::{Read, Reads, Work};
 use crate::run::stop::SHUTDOWN_GRACE;
 use crate::run::stop::Stop;
-use lines::{log_left_undone, log_summary, log_written};
+use install_name::InstallName;
+use lines::{log_dropped, log_left_undone, log_summary, log_written};
 use tokens::{TokenError, Tokens};
 
 /// What a run came to, for its end.
@@ -109,14 +111,16 @@ struct Shared<'a> {
     config: &'a Config,
     client: &'a Client,
     policy: Policy<'a>,
+    /// The name the Secrets written record (asked of the API server when none is configured).
+    install: InstallName<'a>,
     tokens: &'a Tokens<'a>,
     stop: &'a Stop,
     events: &'a events::Events,
     /// `namespace/account` of every ServiceAccount given the Secret so far.
     accounts_added: std::sync::Mutex<Vec<String>>,
-    /// Registries whose entries a write removed (no longer configured): their Argo CD
-    /// Secrets are left alone, and the log says so.
-    dropped_registries: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// Registries whose entries a write removed (no longer configured), with the number of
+    /// namespaces they left: the log says so once each, and their Argo CD Secrets are left alone.
+    dropped_registries: std::sync::Mutex<BTreeMap<String, usize>>,
     /// The namespaces whose Secret stands after the run (written, or fresh): where
     /// ECR_REFRESH_EVICT_STUCK_PODS looks for stuck pods.
     standing: std::sync::Mutex<Vec<String>>,
@@ -146,6 +150,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         config,
         client: &prepared.client,
         policy: rules.policy(),
+        install: InstallName::new(rules.install(), &prepared.client),
         tokens: &tokens,
         stop: &stop,
         events: &events,
@@ -154,6 +159,14 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         standing: std::sync::Mutex::default(),
     };
     let mut report = refresh_all(&shared, prepared.pages, prepared.first).await;
+    log_dropped(
+        &shared
+            .dropped_registries
+            .lock()
+            .map(|d| d.clone())
+            .unwrap_or_default(),
+        config.dry_run,
+    );
     // The Argo CD Secrets, from the same tokens: fetched already if a namespace was due.
     if let (Ok(done), Some(argo)) = (&mut report, &config.argocd)
         && let Err(e) = argocd::refresh(&shared, argo, done).await
@@ -403,7 +416,21 @@ async fn refresh_secret(
         expires_at: current.as_ref().and_then(due::recorded_expiry),
     };
     let failed = |e| NotDone::Failed(e, seen.clone());
-    let read = write::judge(current, &shared.policy, SystemTime::now()).map_err(failed)?;
+    let now = SystemTime::now();
+    let mut policy = shared.policy;
+    let read = if policy.install.is_some() {
+        write::judge(current, &policy, now).map_err(failed)?
+    } else {
+        match write::judge(current.clone(), &policy, now) {
+            // Recorded by another install, as far as a run with no name can tell: it may be
+            // this very user's record. Asked before refusing.
+            Err(SecretError::OtherInstall { .. }) => {
+                policy.install = shared.install.get().await;
+                write::judge(current, &policy, now).map_err(failed)?
+            }
+            judged => judged.map_err(failed)?,
+        }
+    };
     let due = match read.decision {
         Decision::Fresh { expires_at, due_at } => {
             return Ok(Written::fresh(seen.uid.clone(), expires_at, due_at));
@@ -423,7 +450,10 @@ async fn refresh_secret(
     // A namespace in flight when the run stops still gets its tokens and its write, within
     // the shutdown grace, as any write in flight.
     let fetched = shared.tokens.get().await.map_err(NotDone::Tokens)?;
-    let desired = fetched.desired(config, shared.policy.install);
+    if policy.install.is_none() {
+        policy.install = shared.install.get().await;
+    }
+    let desired = fetched.desired(config, policy.install);
     let mut written = write::write(&api, namespace, &desired, read.current)
         .await
         .map_err(failed)?;
@@ -471,7 +501,9 @@ async fn write_namespace(
     if !written.dropped_entries.is_empty()
         && let Ok(mut dropped) = shared.dropped_registries.lock()
     {
-        dropped.extend(written.dropped_entries.iter().cloned());
+        for host in &written.dropped_entries {
+            *dropped.entry(host.clone()).or_default() += 1;
+        }
     }
     let mut accounts = Vec::new();
     let mut account_notes = Vec::new();

@@ -188,3 +188,71 @@ pub fn a_dry_run_stores_nothing(h: &Binary, kubeconfig: &str) {
     assert_eq!(run.outcome(&ns), "would-create");
     assert!(cluster.secret(&ns).is_none());
 }
+
+/// A run with no install name of its own (by hand, from a kubeconfig) never erases the install
+/// record (issue 49, item 7): install A adopts a Secret made by hand, a by-hand run rewrites it, and
+/// install B, writing another account's registry, is still refused instead of taking A's entry
+/// over; A's next run is not refused.
+pub fn a_run_with_no_install_name_keeps_the_recorded_install(h: &Binary, kubeconfig: &str) {
+    const A: &str = "111111111111.dkr.ecr.eu-west-1.amazonaws.com";
+    const B: &str = "222222222222.dkr.ecr.eu-west-1.amazonaws.com";
+    let mut cluster = LaneCluster::connect(kubeconfig);
+    let ns = cluster.namespace();
+    // A Secret made by hand, which install A adopts: its applies then own the record alone.
+    cluster.create_secret(
+        &ns,
+        "kubernetes.io/dockerconfigjson",
+        BTreeMap::from([(
+            ".dockerconfigjson".into(),
+            ByteString(br#"{"auths":{}}"#.to_vec()),
+        )]),
+    );
+    let install_a = [
+        ("ECR_REFRESH_INSTALL", "team-a/ecr-refresh"),
+        ("ECR_REFRESH_REGISTRIES", A),
+    ];
+    let adopted = cluster.run(h, &[&ns], &install_a);
+    adopted.expect_code(0);
+    assert_eq!(adopted.outcome(&ns), "updated");
+
+    // By hand: the same registry, no ECR_REFRESH_INSTALL, no pod token.
+    let by_hand = cluster.run(h, &[&ns], &[("ECR_REFRESH_REGISTRIES", A)]);
+    by_hand.expect_code(0);
+    assert_eq!(by_hand.outcome(&ns), "updated");
+    let record = |secret: &Secret| {
+        secret
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("ecr-refresh/install"))
+            .cloned()
+    };
+    let after_by_hand = cluster.secret(&ns).expect("still there");
+    assert!(
+        record(&after_by_hand).is_some_and(|r| !r.is_empty()),
+        "a by-hand run leaves an install recorded: {:?}",
+        after_by_hand.metadata.annotations
+    );
+
+    let b = cluster.run(
+        h,
+        &[&ns],
+        &[
+            ("ECR_REFRESH_INSTALL", "team-b/ecr-refresh"),
+            ("ECR_REFRESH_REGISTRIES", B),
+        ],
+    );
+    b.expect_code(1);
+    assert_eq!(b.outcome(&ns), "failed", "install B is refused");
+    let kept = cluster.secret(&ns).expect("still there");
+    assert_eq!(
+        kept.metadata.resource_version, after_by_hand.metadata.resource_version,
+        "left untouched by B"
+    );
+    let value = String::from_utf8(kept.data.unwrap()[".dockerconfigjson"].0.clone()).unwrap();
+    assert!(value.contains(A), "A's entry kept: {value}");
+
+    let again = cluster.run(h, &[&ns], &install_a);
+    again.expect_code(0);
+    assert_eq!(again.outcome(&ns), "updated");
+}

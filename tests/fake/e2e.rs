@@ -37,3 +37,9 @@ fn on_the_lanes_cluster_a_dry_run_stores_nothing() {
     let (h, kubeconfig) = lane();
     lane::a_dry_run_stores_nothing(&h, &kubeconfig);
 }
+
+#[test]
+fn on_the_lanes_cluster_a_run_with_no_install_name_keeps_the_recorded_install() {
+    let (h, kubeconfig) = lane();
+    lane::a_run_with_no_install_name_keeps_the_recorded_install(&h, &kubeconfig);
+}

@@ -32,3 +32,10 @@ fn on_the_real_server_a_dry_run_stores_nothing() {
     let (binary, kubeconfig) = admin(ControlPlane::shared());
     lane::a_dry_run_stores_nothing(&binary, &kubeconfig);
 }
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn on_the_real_server_a_run_with_no_install_name_keeps_the_recorded_install() {
+    let (binary, kubeconfig) = admin(ControlPlane::shared());
+    lane::a_run_with_no_install_name_keeps_the_recorded_install(&binary, &kubeconfig);
+}

@@ -41,6 +41,9 @@ enum Route {
     },
     /// Events, core/v1 or events.k8s.io/v1 (events.rs).
     Events(EventRoute),
+    /// `POST /apis/authentication.k8s.io/v1/selfsubjectreviews`: who the caller is
+    /// (`kubectl auth whoami`; served from 1.28). It stores nothing.
+    SelfSubjectReview,
     Unknown,
 }
 
@@ -65,6 +68,7 @@ fn route(path: &str) -> Route {
         "/api/v1" => return Route::ApiV1,
         "/apis" => return Route::Apis,
         "/healthz" | "/livez" | "/readyz" => return Route::Healthz,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews" => return Route::SelfSubjectReview,
         _ => {}
     }
     let Some(rest) = path.strip_prefix("/api/v1/") else {
@@ -401,6 +405,20 @@ impl Shared {
             .map_err(|reason| status::forbidden(resource.plural(), name, &reason, Vec::new()))
     }
 
+    /// The review k8s.io/kubernetes pkg/registry/authentication/selfsubjectreview answers: the
+    /// caller's user info in `status`, nothing stored.
+    fn self_subject_review(&self) -> Value {
+        json!({
+            "kind": "SelfSubjectReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": null},
+            "status": {"userInfo": {
+                "username": self.identity.username(),
+                "groups": self.identity.groups(),
+            }}
+        })
+    }
+
     fn discovery(&self, route: &Route) -> Option<Value> {
         Some(match route {
             Route::Version => json!({
@@ -457,6 +475,13 @@ impl Shared {
         }
         if let Route::Events(events) = route {
             return self.serve_events(events, req);
+        }
+        if let Route::SelfSubjectReview = route {
+            // Any authenticated user may ask (the system:basic-user ClusterRole).
+            if req.method != "POST" {
+                return Err(status::method_not_allowed());
+            }
+            return Ok((201, self.self_subject_review()));
         }
         let dry_run = match req.query.get("dryRun") {
             None | Some("") => false,

@@ -272,6 +272,8 @@ struct Shared {
     latency: Duration,
     max_page: usize,
     rbac: Option<Rbac>,
+    /// Who every request is made as: what a SelfSubjectReview answers.
+    identity: Identity,
     log_requests: bool,
     request_count: AtomicUsize,
     port: u16,
@@ -370,6 +372,7 @@ impl FakeClusterBuilder {
             latency: self.latency,
             max_page: self.max_page,
             rbac,
+            identity: self.identity.clone(),
             log_requests: self.log_requests,
             request_count: AtomicUsize::new(0),
             port,
