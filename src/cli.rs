@@ -113,8 +113,9 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
     ),
     (
         exit::CONFIG,
-        "the configuration is wrong (an invalid value or argument, no AWS region), found before \
-         anything is sent",
+        "the configuration is wrong (an invalid value or argument, no AWS region, a region no AWS \
+         partition has, a role to assume and no region, a Roles Anywhere certificate or key a \
+         refresh can't use), found before anything is sent",
     ),
     (
         exit::UNAVAILABLE,

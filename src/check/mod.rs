@@ -266,7 +266,7 @@ fn log_credentials(config: &Config) -> Option<String> {
 /// namespace.
 async fn prepare(config: &Config) -> Result<(Shared<'_>, Reads<'_>, Vec<Work>), Unavailable> {
     let region = if config.registries.is_empty() {
-        Some(sdk::region().await.ok_or(Unavailable::NoRegion)?)
+        Some(sdk::region().await?.ok_or(Unavailable::NoRegion)?)
     } else {
         None
     };
