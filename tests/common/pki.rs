@@ -95,6 +95,26 @@ impl Ca {
     /// An end-entity certificate for `common_name`, valid from 2020 to 2100, or only in 2021
     /// when `expired`.
     pub fn leaf(&self, kind: Key, common_name: &str, expired: bool) -> Leaf {
+        let (from, to) = if expired {
+            ((2021, 1, 1), (2021, 12, 31))
+        } else {
+            ((2020, 1, 1), (2100, 1, 1))
+        };
+        self.leaf_valid(kind, common_name, from, to)
+    }
+
+    /// An end-entity certificate valid only from 2099 to 2100: not yet valid.
+    pub fn future_leaf(&self, kind: Key, common_name: &str) -> Leaf {
+        self.leaf_valid(kind, common_name, (2099, 1, 1), (2100, 1, 1))
+    }
+
+    fn leaf_valid(
+        &self,
+        kind: Key,
+        common_name: &str,
+        (from_y, from_m, from_d): (i32, u8, u8),
+        (to_y, to_m, to_d): (i32, u8, u8),
+    ) -> Leaf {
         let key = kind.generate();
         let mut params = CertificateParams::default();
         params.distinguished_name = name(common_name);
@@ -105,13 +125,8 @@ impl Ca {
             .chain((0..15).map(|_| fastrand::u8(..)))
             .collect();
         params.serial_number = Some(SerialNumber::from_slice(&serial));
-        if expired {
-            params.not_before = rcgen::date_time_ymd(2021, 1, 1);
-            params.not_after = rcgen::date_time_ymd(2021, 12, 31);
-        } else {
-            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
-            params.not_after = rcgen::date_time_ymd(2100, 1, 1);
-        }
+        params.not_before = rcgen::date_time_ymd(from_y, from_m, from_d);
+        params.not_after = rcgen::date_time_ymd(to_y, to_m, to_d);
         let cert = params.signed_by(&key, &self.issuer).expect("a leaf");
         Leaf {
             pem: cert.pem(),

@@ -858,3 +858,24 @@ fn check_reports_an_expired_certificate_as_a_finding_with_its_date() {
         "{error}"
     );
 }
+
+/// A certificate not valid yet (its issuer's clock, or this node's, is off): a finding too.
+#[test]
+fn check_reports_a_certificate_not_yet_valid_as_a_finding_with_its_date() {
+    let leaf = Ca::root("root").future_leaf(Key::P256, "cluster-1");
+    let dir = tempfile::tempdir().unwrap();
+    let files = files(dir.path(), &leaf.pem, &leaf.traditional_pem(), None);
+    let error = check_finds(
+        &files,
+        &format!(
+            "the certificate in {} (ECR_REFRESH_ROLES_ANYWHERE_CERTIFICATE, serial {}",
+            files.certificate.display(),
+            leaf.serial_decimal()
+        ),
+    );
+    assert!(
+        error.contains("is not valid before 2099-01-01T00:00:00Z")
+            && error.contains("check the clocks"),
+        "{error}"
+    );
+}
