@@ -109,12 +109,13 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
         "something asked for was not done: a namespace failed or was left undone (deadline \
          reached or SIGTERM), no namespace was selected, namespaces named in \
          ECR_REFRESH_NAMESPACES do not exist, or the namespace listing was incomplete; in check \
-         mode, any finding",
+         mode, any finding; in uninstall, Secrets of more than one install and none named",
     ),
     (
         exit::CONFIG,
-        "the configuration is wrong (an invalid value or argument, no AWS region), found before \
-         anything is sent",
+        "the configuration is wrong (an invalid value or argument, no AWS region, a region no AWS \
+         partition has, a role to assume and no region, a Roles Anywhere certificate or key a \
+         refresh can't use), found before anything is sent",
     ),
     (
         exit::UNAVAILABLE,
@@ -147,12 +148,15 @@ Usage:
                            or on registries not covered); writes nothing. The same as
                            ECR_REFRESH_MODE=check; exit 0 all ok, 1 findings, 2 config,
                            3 cluster unreachable or refusing
-  ecr-refresh uninstall    after uninstalling: delete the Secrets ecr-refresh created that
-                           hold only its entries, take its entries out of the others, and
-                           its entry out of the imagePullSecrets of the ServiceAccounts in
-                           ECR_REFRESH_SERVICE_ACCOUNTS; run with an admin's kubeconfig;
-                           ECR_REFRESH_DRY_RUN=true shows what would go; exit 0 done,
-                           1 something failed (run it again), 3 cluster unreachable
+  ecr-refresh uninstall    after uninstalling: in the namespaces the install selected,
+                           delete the Secrets it created that hold only its entries, take
+                           its entries out of the others, and, there only, its entry out of
+                           the imagePullSecrets of the ServiceAccounts in
+                           ECR_REFRESH_SERVICE_ACCOUNTS; another install's Secrets are kept
+                           (two recorded: name one in ECR_REFRESH_INSTALL); run with an
+                           admin's kubeconfig; ECR_REFRESH_DRY_RUN=true shows what would go;
+                           exit 0 done, 1 something failed or more than one install
+                           (run it again), 3 cluster unreachable
   ecr-refresh --help, -h   this text
   ecr-refresh --version, -V
 

@@ -36,11 +36,22 @@ fn main() -> ExitCode {
         .unwrap_or(LogFormat::Text);
     logging::init(format);
 
-    let config = match Config::from_env() {
-        Ok(config) if command == Command::Check => Config {
-            mode: Mode::Check,
-            ..config
-        },
+    // Only a refresh signs with the Roles Anywhere files: it reads them before anything is sent.
+    let config = Config::from_env()
+        .map(|config| match command {
+            Command::Check => Config {
+                mode: Mode::Check,
+                ..config
+            },
+            _ => config,
+        })
+        .and_then(|config| {
+            if command == Command::Run && config.mode == Mode::Refresh {
+                config.identity()?;
+            }
+            Ok(config)
+        });
+    let config = match config {
         Ok(config) => config,
         Err(e) => {
             tracing::error!(error = %e, "invalid configuration: nothing was sent");

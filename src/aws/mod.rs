@@ -4,5 +4,6 @@ pub mod credentials;
 pub mod ecr;
 pub mod login;
 pub mod partition;
+pub mod region;
 pub mod registry;
 pub mod sdk;

@@ -185,6 +185,14 @@ impl Partitions {
         })
     }
 
+    /// Whether `region` is a region of this data: listed by a partition, or matched by one's
+    /// `regionRegex` (a region the SDK's data does not list yet has that form).
+    pub fn is_region(&self, region: &str) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.regions.contains_key(region) || e.region_regex.is_match(region))
+    }
+
     /// Each partition's own outputs, in the file's order.
     pub fn all(&self) -> impl Iterator<Item = &Partition> {
         self.entries.iter().map(|e| &e.outputs)

@@ -1,13 +1,15 @@
 //! The AWS SDK's shared configuration: the region looked up once, and the run's credential
 //! chain (src/aws/credentials).
 
-use aws_config::default_provider::region::DefaultRegionChain;
 use aws_config::{BehaviorVersion, SdkConfig};
 use aws_credential_types::provider::SharedCredentialsProvider;
 
 use crate::aws::credentials::{AssumeRole, Chain, RolesAnywhere};
+use crate::aws::partition::Partitions;
+use crate::aws::region::{self, UnknownRegion};
 
-/// The SDK configuration: the default region chain, and credentials from the default sources
+/// The SDK configuration: the default region chain (`aws::region`: empty variables skipped, the
+/// region found checked against the partition data), and credentials from the default sources
 /// (or Roles Anywhere, when it is configured), with `assume_role` over them when it is configured.
 ///
 /// Left to itself, aws-config looks the region up again for the credential and token chains
@@ -19,8 +21,11 @@ use crate::aws::credentials::{AssumeRole, Chain, RolesAnywhere};
 pub async fn load(
     assume_role: Option<&AssumeRole>,
     roles_anywhere: Option<&RolesAnywhere>,
-) -> SdkConfig {
-    let region = DefaultRegionChain::builder().build().region().await;
+) -> Result<SdkConfig, UnknownRegion> {
+    let region = region::lookup().await;
+    if let Some(region) = &region {
+        region::known(Partitions::sdk(), region.as_ref())?;
+    }
     // Without credentials first: the chain's STS calls (assume-role) are made with this
     // configuration's region and endpoints (AWS_ENDPOINT_URL_STS).
     let base = aws_config::defaults(BehaviorVersion::latest())
@@ -29,16 +34,17 @@ pub async fn load(
         .load()
         .await;
     let chain = Chain::new(region, assume_role.cloned(), roles_anywhere.cloned(), &base);
-    base.into_builder()
+    Ok(base
+        .into_builder()
         .credentials_provider(SharedCredentialsProvider::new(chain))
-        .build()
+        .build())
 }
 
-/// The region of the default chain alone, for a run that asks AWS nothing (a check).
-pub async fn region() -> Option<String> {
-    DefaultRegionChain::builder()
-        .build()
-        .region()
-        .await
-        .map(|r| r.as_ref().to_owned())
+/// The region of the default chain alone, checked, for a run that asks AWS nothing (a check).
+pub async fn region() -> Result<Option<String>, UnknownRegion> {
+    let Some(region) = region::lookup().await else {
+        return Ok(None);
+    };
+    region::known(Partitions::sdk(), region.as_ref())?;
+    Ok(Some(region.as_ref().to_owned()))
 }

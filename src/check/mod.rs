@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use kube::{Api, Client};
 use tracing::{info, warn};
 
-use crate::aws::credentials::roles_anywhere::certificate_expiry;
+use crate::aws::credentials::roles_anywhere::{certificate_expiry, session};
 use crate::aws::sdk;
 use crate::cluster::client;
 use crate::cluster::retry::{self, RequestError};
@@ -70,6 +70,9 @@ pub struct Tally {
     /// Argo CD Secrets checked (ECR_REFRESH_ARGOCD_NAMESPACE), and those with findings.
     pub argocd: usize,
     pub argocd_with_findings: Vec<String>,
+    /// The run's credentials would fail a refresh (Roles Anywhere's certificate unreadable,
+    /// expired or not yet valid): what a refresh would say.
+    pub credentials: Option<String>,
 }
 
 impl Tally {
@@ -82,6 +85,7 @@ impl Tally {
     pub fn exit_code(&self) -> u8 {
         if self.with_findings.is_empty()
             && self.argocd_with_findings.is_empty()
+            && self.credentials.is_none()
             && self.unchecked == 0
             && !self.listing_incomplete
             && !self.nothing_selected()
@@ -110,6 +114,9 @@ impl Tally {
                 "listing_incomplete": self.listing_incomplete,
                 "elapsed_ms": elapsed_ms,
             });
+            if let Some(credentials) = &self.credentials {
+                message["credentials"] = serde_json::json!(credentials);
+            }
             if self.argocd > 0 {
                 message["argocd"] = serde_json::json!(self.argocd);
                 message["argocd_with_findings"] = serde_json::json!(self.argocd_with_findings);
@@ -169,6 +176,8 @@ struct Shared<'a> {
     /// Whether the "pods were not checked" line was logged.
     pods_refused: AtomicBool,
     accounts_refused: AtomicBool,
+    /// Why a refresh's credentials would fail now, found without asking AWS.
+    credentials: Option<String>,
 }
 
 async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
@@ -194,6 +203,7 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
             Err(never) => match never {},
         };
     tally.listing_incomplete = listing_incomplete;
+    tally.credentials = shared.credentials.clone();
     if let Some(argo) = &config.argocd
         && stop.reason().is_none()
     {
@@ -213,7 +223,9 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
 
 /// Which AWS credentials a refresh with this configuration signs with, and when its
 /// certificate expires (Roles Anywhere): a check asks AWS nothing, so it says what is set up.
-fn log_credentials(config: &Config) {
+/// A certificate or key a refresh could not sign with now (unreadable, expired, not yet
+/// valid) is a finding: returned, as the refresh would say it.
+fn log_credentials(config: &Config) -> Option<String> {
     let base = if config.roles_anywhere.is_some() {
         "roles anywhere"
     } else {
@@ -223,22 +235,30 @@ fn log_credentials(config: &Config) {
         Some(role) => format!("assume role {} over {base}", role.role_arn),
         None => base.to_owned(),
     };
-    match (
-        &config.roles_anywhere,
-        certificate_expiry(config.roles_anywhere.as_ref()),
-    ) {
-        (Some(ra), Some(at)) => info!(
-            %credentials,
-            certificate = %ra.certificate.display(),
-            certificate_expires_at = %humantime::format_rfc3339_seconds(at),
-            "credentials"
-        ),
-        (Some(ra), None) => warn!(
-            %credentials,
-            certificate = %ra.certificate.display(),
-            "credentials: the certificate can't be read now; a refresh would fail"
-        ),
-        (None, _) => info!(%credentials, "credentials"),
+    let Some(ra) = &config.roles_anywhere else {
+        info!(%credentials, "credentials");
+        return None;
+    };
+    match session::usable(ra, SystemTime::now()) {
+        Ok(identity) => {
+            info!(
+                %credentials,
+                certificate = %ra.certificate.display(),
+                certificate_expires_at = %humantime::format_rfc3339_seconds(identity.not_after),
+                "credentials"
+            );
+            None
+        }
+        Err(e) => {
+            warn!(
+                %credentials,
+                certificate = %ra.certificate.display(),
+                finding = "credentials",
+                error = %e,
+                "credentials: a refresh would fail"
+            );
+            Some(e.to_string())
+        }
     }
 }
 
@@ -246,7 +266,7 @@ fn log_credentials(config: &Config) {
 /// namespace.
 async fn prepare(config: &Config) -> Result<(Shared<'_>, Reads<'_>, Vec<Work>), Unavailable> {
     let region = if config.registries.is_empty() {
-        Some(sdk::region().await.ok_or(Unavailable::NoRegion)?)
+        Some(sdk::region().await?.ok_or(Unavailable::NoRegion)?)
     } else {
         None
     };
@@ -260,7 +280,7 @@ async fn prepare(config: &Config) -> Result<(Shared<'_>, Reads<'_>, Vec<Work>), 
         warn!(error = %e, "the Secrets are read one namespace at a time: grant the check's ServiceAccount \
             list on the Secret's name (resourceNames; see manifests/) to read them in one list");
     }
-    log_credentials(config);
+    let credentials = log_credentials(config);
     let first = pages.first().await?;
     let shared = Shared {
         config,
@@ -270,6 +290,7 @@ async fn prepare(config: &Config) -> Result<(Shared<'_>, Reads<'_>, Vec<Work>), 
         logins: Logins::new(),
         pods_refused: AtomicBool::new(false),
         accounts_refused: AtomicBool::new(false),
+        credentials,
     };
     Ok((shared, pages, first))
 }
@@ -517,6 +538,7 @@ fn log_summary(tally: &Tally, elapsed_ms: u64) {
                 listing_incomplete = tally.listing_incomplete,
                 argocd = tally.argocd,
                 argocd_with_findings = tally.argocd_with_findings.len(),
+                credentials = tally.credentials.as_deref(),
                 elapsed_ms,
                 "{}",
                 $message

@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::argocd::{self, ArgoCd, RepoType};
-use crate::aws::credentials::roles_anywhere::IdentityError;
+use crate::aws::credentials::roles_anywhere::{Identity, IdentityError};
 use crate::aws::credentials::{AssumeRole, ExternalId, RoleArn, RolesAnywhere, SessionName};
 use crate::aws::registry::RegistryHost;
 use crate::cluster::names::{NamespaceName, SecretName, ServiceAccountName};
@@ -78,7 +78,8 @@ pub enum ConfigError {
         given: &'static str,
         missing: String,
     },
-    /// The Roles Anywhere certificate or key can't be used (read before anything is sent).
+    /// The Roles Anywhere certificate or key can't be used (read by a refresh before anything
+    /// is sent: [`Config::identity`]).
     #[error("{0}")]
     Certificate(IdentityError),
 }
@@ -179,6 +180,16 @@ impl Config {
     /// Reads the configuration from the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_vars(environment::text_vars(std::env::vars_os())?)
+    }
+
+    /// The Roles Anywhere certificate and key read and checked against each other, as a refresh
+    /// does before anything is sent (None: Roles Anywhere is not configured). Only a refresh
+    /// calls it: a check reports the same error as a finding, and an uninstall asks AWS nothing.
+    pub fn identity(&self) -> Result<Option<Identity>, ConfigError> {
+        self.roles_anywhere
+            .as_ref()
+            .map(|ra| Identity::load(ra).map_err(ConfigError::Certificate))
+            .transpose()
     }
 
     /// Reads the configuration from these variables (the environment, or a test's).

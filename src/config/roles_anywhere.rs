@@ -1,8 +1,11 @@
 //! ECR_REFRESH_ROLES_ANYWHERE_*: the three ARNs, the certificate and key files, and the
-//! optional chain and session duration. All five required values or none; the files are read
-//! once here and the key checked against the certificate, so that an unreadable file, an
-//! unsupported key or a key of another certificate is a configuration error (exit 2) before
-//! anything is sent. The run reads them again when it asks for credentials.
+//! optional chain and session duration. All five required values or none. The files are not
+//! read here: only a refresh signs with them, and it reads them first ([`Config::identity`]),
+//! so that an unreadable file, an unsupported key or a key of another certificate is a
+//! configuration error (exit 2) before anything is sent; `check` reports them as a finding,
+//! and `uninstall`, run from an operator's machine that may not hold them, never reads them.
+//!
+//! [`Config::identity`]: super::Config::identity
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -12,8 +15,7 @@ use serde::Deserialize;
 use super::{ConfigError, invalid, parse_opt};
 use crate::aws::credentials::RoleArn;
 use crate::aws::credentials::roles_anywhere::{
-    DEFAULT_SESSION_DURATION, Identity, ProfileArn, RolesAnywhere, TrustAnchorArn,
-    parse_session_duration,
+    DEFAULT_SESSION_DURATION, ProfileArn, RolesAnywhere, TrustAnchorArn, parse_session_duration,
 };
 
 /// The variables, as envy reads them (flattened into the configuration's own).
@@ -133,6 +135,5 @@ pub(super) fn parse(raw: Raw) -> Result<Option<RolesAnywhere>, ConfigError> {
         chain,
         session_duration: session_duration.unwrap_or(DEFAULT_SESSION_DURATION),
     };
-    Identity::load(&config).map_err(ConfigError::Certificate)?;
     Ok(Some(config))
 }

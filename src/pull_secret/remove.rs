@@ -46,7 +46,7 @@ pub enum Kept {
     Unrecorded,
     /// Its `.dockerconfigjson` is not a docker config we can read.
     Unreadable,
-    /// ECR_REFRESH_INSTALL names this install, and another one wrote the Secret last.
+    /// Another install than the one being removed wrote the Secret last.
     OtherInstall,
 }
 
@@ -89,16 +89,59 @@ pub fn managed_by_us(secret: &Secret) -> bool {
         .is_some_and(|v| v == FIELD_MANAGER)
 }
 
-/// The one decision for one Secret. `install`: ECR_REFRESH_INSTALL, when set; a Secret
-/// another install wrote last is then left to that install's uninstall.
-pub fn removal(secret: &Secret, install: Option<&Install>) -> Removal {
-    let writer = secret
+/// The install a Secret records as its writer (`ecr-refresh/install`), if any.
+pub fn recorded_install(secret: &Secret) -> Option<&str> {
+    secret
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(INSTALL_ANNOTATION));
-    if let (Some(ours), Some(writer)) = (install, writer)
-        && ours.as_str() != writer
+        .and_then(|a| a.get(INSTALL_ANNOTATION))
+        .map(String::as_str)
+}
+
+/// More than one install is recorded on the selected Secrets and none is named: uninstall
+/// removes nothing until ECR_REFRESH_INSTALL names the one to remove.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the selected Secrets were written by {} installs ({}): set ECR_REFRESH_INSTALL to the one to \
+     remove (and ECR_REFRESH_NAMESPACES, ECR_REFRESH_EXCLUDE_NAMESPACES and \
+     ECR_REFRESH_NAMESPACE_SELECTOR to its selection); nothing was changed",
+    .0.len(),
+    .0.join(", ")
+)]
+pub struct WhichInstall(pub Vec<String>);
+
+/// Whose Secrets this uninstall removes: the install ECR_REFRESH_INSTALL names; with none
+/// named, the one install the selected Secrets record (`recorded`, each Secret's
+/// `ecr-refresh/install`), or None when they record none. With none named and more than one
+/// recorded, it can't tell which is being removed: it must never remove one install's
+/// entries for another's uninstall, so it refuses.
+pub fn whose<'a>(
+    named: Option<&Install>,
+    recorded: impl IntoIterator<Item = &'a str>,
+) -> Result<Option<String>, WhichInstall> {
+    if let Some(named) = named {
+        return Ok(Some(named.as_str().to_owned()));
+    }
+    let recorded: BTreeSet<&str> = recorded.into_iter().collect();
+    match recorded.len() {
+        0 => Ok(None),
+        1 => Ok(recorded.into_iter().next().map(str::to_owned)),
+        _ => Err(WhichInstall(
+            recorded.into_iter().map(str::to_owned).collect(),
+        )),
+    }
+}
+
+/// The one decision for one Secret. `install`: the install being removed ([`whose`]); a
+/// Secret another install wrote last is left to that install's uninstall, and with None, any
+/// Secret that records an install is (it was recorded after [`whose`] looked).
+///
+/// Never touched: a Secret another install wrote last, one without our record of which
+/// entries are ours, one we can't read, and every entry that is not ours.
+pub fn removal(secret: &Secret, install: Option<&str>) -> Removal {
+    if let Some(writer) = recorded_install(secret)
+        && install != Some(writer)
     {
         return Removal::Keep(Kept::OtherInstall);
     }
@@ -263,15 +306,52 @@ mod tests {
                 INSTALL_ANNOTATION.to_owned(),
                 "team-b/ecr-refresh".to_owned(),
             );
-        let ours: Install = "platform/ecr-refresh".parse().unwrap();
-        let theirs: Install = "team-b/ecr-refresh".parse().unwrap();
-        assert_eq!(removal(&s, Some(&ours)), Removal::Keep(Kept::OtherInstall));
-        assert_eq!(removal(&s, Some(&theirs)), Removal::Delete);
+        assert_eq!(
+            removal(&s, Some("platform/ecr-refresh")),
+            Removal::Keep(Kept::OtherInstall)
+        );
+        assert_eq!(removal(&s, Some("team-b/ecr-refresh")), Removal::Delete);
         assert_eq!(
             removal(&s, None),
-            Removal::Delete,
-            "no install named: every one"
+            Removal::Keep(Kept::OtherInstall),
+            "no install being removed: a Secret that records one is kept"
         );
+        let unrecorded = secret(
+            true,
+            Some(OURS),
+            serde_json::json!({"auths": {OURS: entry("t")}}),
+        );
+        assert_eq!(
+            removal(&unrecorded, Some("team-b/ecr-refresh")),
+            Removal::Delete,
+            "written before the record: any install's"
+        );
+    }
+
+    #[test]
+    fn with_no_install_named_the_one_recorded_is_removed_and_two_are_refused() {
+        let named: Install = "team-a/ecr-refresh".parse().unwrap();
+        assert_eq!(
+            whose(Some(&named), ["team-b/x", "team-c/y"]),
+            Ok(Some("team-a/ecr-refresh".to_owned())),
+            "named: that one, whatever is recorded"
+        );
+        assert_eq!(whose(None, []), Ok(None), "nothing recorded");
+        assert_eq!(
+            whose(None, ["team-b/x", "team-b/x"]),
+            Ok(Some("team-b/x".to_owned())),
+            "one install recorded, on every Secret"
+        );
+        let refused = whose(None, ["team-c/y", "team-b/x", "team-c/y"]).unwrap_err();
+        assert_eq!(refused.0, ["team-b/x", "team-c/y"]);
+        let message = refused.to_string();
+        for said in [
+            "team-b/x, team-c/y",
+            "ECR_REFRESH_INSTALL",
+            "nothing was changed",
+        ] {
+            assert!(message.contains(said), "{said}: {message}");
+        }
     }
 
     #[test]

@@ -238,11 +238,14 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
     // Loaded, not used yet (no ECR call): the region, and the credentials for when a Secret
     // turns out to be due.
     let sdk =
-        crate::aws::sdk::load(config.assume_role.as_ref(), config.roles_anywhere.as_ref()).await;
+        crate::aws::sdk::load(config.assume_role.as_ref(), config.roles_anywhere.as_ref()).await?;
     // The caller's own registry is found in the region: without one, no Secret can be judged
-    // or written. Said before the cluster is asked anything.
+    // or written; and a role is assumed at STS in it. Said before the cluster is asked anything.
     if config.registries.is_empty() && sdk.region().is_none() {
         return Err(Unavailable::NoRegion);
+    }
+    if config.assume_role.is_some() && sdk.region().is_none() {
+        return Err(Unavailable::AssumeRoleNoRegion);
     }
     let (client, url) = client::connect().await?;
     let version = client::check(&client, &url).await?;

@@ -42,6 +42,12 @@ pub enum Unavailable {
     /// caller's own in.
     #[error("{}", ecr::EcrError::NoRegion)]
     NoRegion,
+    /// The region found is not one of the partition data's.
+    #[error("{0}")]
+    UnknownRegion(#[from] crate::aws::region::UnknownRegion),
+    /// A role to assume, and no region to ask STS in.
+    #[error("{}", crate::aws::credentials::CredentialError::AssumeRoleNoRegion)]
+    AssumeRoleNoRegion,
     /// No tokens. ServiceAccounts of namespaces that needed none (fresh Secrets) may have
     /// been given the Secret before the failure: `accounts_added` says which, so that the
     /// summary says what was written.
@@ -74,7 +80,7 @@ impl Unavailable {
         match self {
             Self::Stopped { .. } => exit::FAILED,
             // A missing region is the configuration's: found before anything is sent.
-            Self::NoRegion => exit::CONFIG,
+            Self::NoRegion | Self::UnknownRegion(_) | Self::AssumeRoleNoRegion => exit::CONFIG,
             _ => exit::UNAVAILABLE,
         }
     }

@@ -3,7 +3,8 @@
 //! delete on Secrets and patch on ServiceAccounts; the CronJob's ServiceAccount has neither,
 //! by design).
 //!
-//! For every Secret of the configured name that carries our label, in every namespace, one
+//! For every Secret of the configured name that carries our label, in the namespaces the
+//! install selected (ECR_REFRESH_NAMESPACES, the exclusions, the label selector), one
 //! decision (`pull_secret::remove::removal`):
 //! - one ecr-refresh created and that holds only our entries is deleted, pinned to the uid
 //!   and resourceVersion read, so a Secret changed or replaced since is read again, never
@@ -13,16 +14,20 @@
 //! - one we adopted that holds only our entries is left, with a line saying so: someone else
 //!   made it.
 //!
-//! With ECR_REFRESH_INSTALL set, a Secret another install wrote last is left to that
-//! install's uninstall.
+//! A Secret another install wrote last (`ecr-refresh/install`) is left to that install's
+//! uninstall: the install removed is the one ECR_REFRESH_INSTALL names, or with none named
+//! the only one the selected Secrets record; while they record more than one and none is
+//! named, nothing is changed (exit 1, the installs listed).
 //!
-//! Then every ServiceAccount named in ECR_REFRESH_SERVICE_ACCOUNTS loses its
-//! `{name: <secret>}` entry in imagePullSecrets, and nothing else.
+//! Then, in each namespace whose Secret it deleted or stripped, and only there, every
+//! ServiceAccount named in ECR_REFRESH_SERVICE_ACCOUNTS loses its `{name: <secret>}` entry in
+//! imagePullSecrets, and nothing else: elsewhere an entry of that name may be another
+//! install's, or a team's for its own Secret of that name.
 //! ECR_REFRESH_DRY_RUN=true sends every write as a server-side dry run: the log says what
 //! would go. Exit 0 when everything was done, 1 when something failed (each failure logged
 //! with its namespace), 3 when the API server can't be reached.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
@@ -30,15 +35,49 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use tracing::{error, info, warn};
 
-use crate::cluster::by_name::{ByName, ListedSecret, ListedServiceAccount};
+use crate::cluster::by_name::{ByName, ListedSecret};
 use crate::cluster::client;
+use crate::cluster::namespaces::{NamespaceError, Origin, Pages};
 use crate::cluster::retry::{self, RequestError};
+use crate::cluster::selection::Selection;
 use crate::config::Config;
-use crate::pull_secret::install::Install;
 use crate::pull_secret::remove::{self, OUR_PREFIX, Removal};
 use crate::pull_secret::service_accounts::{self, Detached};
 use crate::pull_secret::{DATA_KEY, FIELD_MANAGER, MANAGED_BY_LABEL};
 use crate::report::exit;
+
+/// The namespaces the selection covers: ECR_REFRESH_NAMESPACES and the exclusions match a
+/// name; a label selector needs the namespace list, as a refresh reads it.
+enum Selected {
+    Matching(Selection),
+    Listed(HashSet<String>),
+}
+
+impl Selected {
+    async fn read(client: &kube::Client, selection: &Selection) -> Result<Self, NamespaceError> {
+        if selection.label_selector.is_none() {
+            return Ok(Self::Matching(selection.clone()));
+        }
+        let mut names = HashSet::new();
+        let mut pages = Pages::new(client.clone(), selection);
+        while let Some(page) = pages.next().await {
+            names.extend(
+                page?
+                    .into_iter()
+                    .filter(|c| c.origin != Origin::Missing)
+                    .map(|c| c.name),
+            );
+        }
+        Ok(Self::Listed(names))
+    }
+
+    fn contains(&self, namespace: &str) -> bool {
+        match self {
+            Self::Matching(selection) => selection.matches(namespace),
+            Self::Listed(names) => names.contains(namespace),
+        }
+    }
+}
 
 /// Reads and conflicts survived before a Secret is given up.
 const ATTEMPTS: usize = 5;
@@ -117,67 +156,89 @@ pub async fn run(config: &Config) -> u8 {
         "uninstall: removing what ecr-refresh wrote: the Secrets it created, its entries in the others, and its imagePullSecrets entries"
     );
 
-    let mut tally: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut failed = 0usize;
+    let selected = match Selected::read(&client, &config.selection).await {
+        Ok(selected) => selected,
+        Err(e) => {
+            error!(error = %e, "uninstall: could not list the selected namespaces; nothing was changed");
+            return exit::FAILED;
+        }
+    };
+    let mut secrets = Vec::new();
     let mut pages = ByName::<ListedSecret>::new(client.clone(), "secrets", name);
     while let Some(page) = pages.next().await {
-        let page = match page {
-            Ok(page) => page,
+        match page {
+            Ok(page) => secrets.extend(page.into_iter().filter(|s| {
+                remove::managed_by_us(s)
+                    && selected.contains(s.metadata.namespace.as_deref().unwrap_or_default())
+            })),
             Err(e) => {
-                error!(error = %e, "uninstall: could not list the Secrets; run it again with rights to list Secrets in every namespace");
-                failed += 1;
-                break;
+                error!(error = %e, "uninstall: could not list the Secrets; run it again with rights to list Secrets in every namespace; nothing was changed");
+                return exit::FAILED;
             }
-        };
-        for secret in page.into_iter().filter(remove::managed_by_us) {
-            let namespace = secret.metadata.namespace.clone().unwrap_or_default();
-            let uid = secret.metadata.uid.clone().unwrap_or_default();
-            let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-            match undo(&api, name, dry_run, config.install.as_ref(), secret).await {
-                Ok((done, detail)) => {
-                    *tally.entry(done.as_str(dry_run)).or_default() += 1;
-                    info!(
-                        namespace,
-                        secret = name,
-                        uid,
-                        outcome = done.as_str(dry_run),
-                        detail,
-                        "uninstall: Secret"
-                    );
+        }
+    }
+    let install = match remove::whose(
+        config.install.as_ref(),
+        secrets.iter().filter_map(remove::recorded_install),
+    ) {
+        Ok(install) => install,
+        Err(e) => {
+            error!(secret = name, installs = e.0.join(","), error = %e, "uninstall: refused");
+            return exit::FAILED;
+        }
+    };
+    if let Some(install) = &install {
+        info!(
+            install,
+            "uninstall: removing this install's Secrets; another install's are kept"
+        );
+    }
+
+    let mut tally: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut failed = 0usize;
+    // The namespaces whose Secret this uninstall deleted or stripped of our entries: the only
+    // ones whose ServiceAccounts lose their entry for it.
+    let mut undone: BTreeSet<String> = BTreeSet::new();
+    for secret in secrets {
+        let namespace = secret.metadata.namespace.clone().unwrap_or_default();
+        let uid = secret.metadata.uid.clone().unwrap_or_default();
+        let writer = remove::recorded_install(&secret).map(str::to_owned);
+        let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+        match undo(&api, name, dry_run, install.as_deref(), secret).await {
+            Ok((done, detail)) => {
+                *tally.entry(done.as_str(dry_run)).or_default() += 1;
+                if matches!(done, Done::Deleted | Done::Stripped) {
+                    undone.insert(namespace.clone());
                 }
-                Err(e) => {
-                    failed += 1;
-                    error!(namespace, secret = name, uid, outcome = "failed", error = %e, "uninstall: Secret");
-                }
+                info!(
+                    namespace,
+                    secret = name,
+                    uid,
+                    install = writer,
+                    outcome = done.as_str(dry_run),
+                    detail,
+                    "uninstall: Secret"
+                );
+            }
+            Err(e) => {
+                failed += 1;
+                error!(namespace, secret = name, uid, outcome = "failed", error = %e, "uninstall: Secret");
             }
         }
     }
 
-    for account in &config.service_accounts {
-        let listed = ByName::<ListedServiceAccount>::new(
-            client.clone(),
-            "serviceaccounts",
-            account.as_str(),
-        )
-        .all(Some)
-        .await;
-        let accounts = match listed {
-            Ok(accounts) => accounts,
-            Err(e) => {
-                error!(service_account = account.as_str(), error = %e, "uninstall: could not list the ServiceAccounts");
-                failed += 1;
-                continue;
-            }
-        };
-        for found in accounts {
-            let namespace = found.metadata.namespace.clone().unwrap_or_default();
-            let api: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
+    // Never touched: a ServiceAccount in a namespace whose Secret stays (another install's, an
+    // adopted one, one outside the selection): its entry may name a Secret someone else keeps
+    // under that name.
+    for namespace in &undone {
+        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+        for account in &config.service_accounts {
             let outcome = service_accounts::detach(
                 &api,
                 account.as_str(),
                 &config.secret_name,
                 dry_run,
-                Some(found),
+                None,
             )
             .await;
             match outcome {
@@ -232,7 +293,7 @@ async fn undo(
     api: &Api<Secret>,
     name: &str,
     dry_run: bool,
-    install: Option<&Install>,
+    install: Option<&str>,
     first: Secret,
 ) -> Result<(Done, String), UninstallError> {
     let namespace = first.metadata.namespace.clone().unwrap_or_default();

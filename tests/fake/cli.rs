@@ -259,3 +259,75 @@ fn a_check_with_no_region_is_a_configuration_error_too() {
     assert_eq!(output.status.code(), Some(2), "{}", text(&output.stdout));
     assert!(text(&output.stdout).contains("no AWS region is configured"));
 }
+
+/// An empty AWS_REGION (a manifest's `value: ""`) is as unset: the SDK's chain goes on to
+/// AWS_DEFAULT_REGION, and without any region it is the one-line configuration error, not
+/// the SDK's dump at the first call.
+#[test]
+fn an_empty_aws_region_is_skipped_and_the_chain_goes_on() {
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    let output = without_a_region(&h, &[])
+        .env("ECR_REFRESH_LOG_FORMAT", "json")
+        .env("AWS_REGION", "")
+        .env("AWS_DEFAULT_REGION", common::REGION)
+        .output()
+        .expect("ecr-refresh runs");
+    let run = h.checked(output);
+    run.expect_code(0);
+    assert_eq!(run.outcome("a"), "created", "{}", run.stdout);
+
+    let h = Harness::new();
+    h.namespaces(&["a"]);
+    let output = without_a_region(&h, &[])
+        .env("AWS_REGION", "")
+        .output()
+        .expect("ecr-refresh runs");
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stdout));
+    assert!(
+        text(&output.stdout).contains("no AWS region is configured"),
+        "{}",
+        text(&output.stdout)
+    );
+    assert_eq!(h.cluster.requests().len(), 0, "nothing reached the cluster");
+}
+
+/// A region no partition has, from the environment or a profile, in a refresh or a check,
+/// is exit 2 before anything is sent, with the nearest region.
+#[test]
+fn a_mistyped_region_from_any_source_exits_2_naming_the_nearest() {
+    for (source, mode) in [
+        ("AWS_REGION", "run"),
+        ("profile", "run"),
+        ("AWS_REGION", "check"),
+    ] {
+        let h = Harness::new();
+        h.namespaces(&["a"]);
+        let profile = h.dir.path().join("aws-config");
+        std::fs::write(&profile, "[default]\nregion = eu-west1\n").expect("written");
+        let mut command = without_a_region(&h, &[]);
+        if source == "AWS_REGION" {
+            command.env("AWS_REGION", "eu-west1");
+        } else {
+            command.env("AWS_CONFIG_FILE", &profile);
+        }
+        if mode == "check" {
+            command.arg("check");
+        }
+        let output = command.output().expect("ecr-refresh runs");
+        let stdout = text(&output.stdout);
+        assert_eq!(output.status.code(), Some(2), "{source} {mode}: {stdout}");
+        assert!(
+            stdout.contains("eu-west1")
+                && stdout
+                    .contains("is not a region of any AWS partition (did you mean eu-west-1?)"),
+            "{source} {mode}: {stdout}"
+        );
+        assert_eq!(
+            h.cluster.requests().len(),
+            0,
+            "{source} {mode}: nothing reached the cluster"
+        );
+        assert_eq!(h.ecr.calls().len(), 0);
+    }
+}

@@ -246,6 +246,36 @@ fn a_malformed_role_arn_exits_2_naming_the_variable_before_anything_is_sent() {
     );
 }
 
+/// A role is assumed at STS in the run's region: with named registries a refresh needs no
+/// region for ECR, so a role without one was found only when a namespace was due (exit 3). It
+/// is the configuration's: exit 2, before the cluster or STS is asked anything.
+#[test]
+fn assume_role_with_no_region_exits_2_before_anything_is_sent() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let sts = FakeSts::start();
+
+    let output = command(&h, &sts, false, &[("ECR_REFRESH_ASSUME_ROLE_ARN", READER)])
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .output()
+        .expect("ecr-refresh runs");
+    let run = h.checked(output);
+
+    run.expect_code(2);
+    let error = error_line(&run);
+    assert!(
+        error.starts_with("ECR_REFRESH_ASSUME_ROLE_ARN is set, but no AWS region is"),
+        "{error}"
+    );
+    assert!(sts.calls().is_empty());
+    assert!(h.ecr.calls().is_empty());
+    assert!(
+        h.cluster.requests().is_empty(),
+        "the cluster is asked nothing"
+    );
+}
+
 #[test]
 fn an_external_id_without_a_role_exits_2() {
     let h = Harness::new();

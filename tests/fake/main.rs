@@ -51,6 +51,9 @@ mod robustness;
 mod service_accounts;
 // The termination message, when it can't be written.
 mod termination;
+// `ecr-refresh uninstall`: one install's Secrets, in its selection, and the ServiceAccount
+// entries only where the Secret went.
+mod uninstall;
 // One version in the manifests, --version, CHANGELOG.md and README.
 mod version;
 // The readers the book's "works with" page names: OpenShift's global pull secret.

@@ -486,6 +486,32 @@ fn bad_input_exits_2_naming_the_variable_before_anything_is_sent() {
     }
 }
 
+/// A 1024-bit RSA key, as `openssl genrsa 1024` writes it (PKCS#8) and in PKCS#1: aws-lc-rs
+/// refuses it as too small, said as such, not as a key of another kind.
+#[test]
+fn a_1024_bit_rsa_key_exits_2_as_shorter_than_2048_bits() {
+    let root = Ca::root("root");
+    let leaf = root.leaf(Key::Rsa2048, "cluster-1", false);
+    for key in [common::pki::RSA_1024_PKCS8, common::pki::RSA_1024_PKCS1] {
+        let h = Harness::new();
+        let (fake, _) = endpoint(&root);
+        let dir = tempfile::tempdir().unwrap();
+        let files = files(dir.path(), &leaf.pem, key, None);
+        let run = run(&h, &fake, &files, &[]);
+        run.expect_code(2);
+        let error = error_line(&run);
+        assert!(
+            error.contains(&format!(
+                "ECR_REFRESH_ROLES_ANYWHERE_PRIVATE_KEY: {} holds an RSA key shorter than 2048 bits",
+                files.key.display()
+            )),
+            "{}\n{error}",
+            &key[..31]
+        );
+        assert_eq!(fake.calls(), []);
+    }
+}
+
 #[test]
 fn an_encrypted_or_ed25519_key_exits_2_as_unsupported() {
     let root = Ca::root("root");
@@ -743,4 +769,113 @@ fn check_says_the_credentials_come_from_roles_anywhere_and_when_the_certificate_
         files.certificate.display().to_string()
     );
     assert_eq!(fake.calls(), [], "a check asks AWS nothing");
+}
+
+// ---- Where the files are read ------------------------------------------------------------
+
+/// Roles Anywhere configured with files this machine does not hold (an operator's laptop).
+fn absent_files() -> Files {
+    Files {
+        certificate: PathBuf::from("/nonexistent/tls.crt"),
+        key: PathBuf::from("/nonexistent/tls.key"),
+        chain: None,
+    }
+}
+
+/// `ecr-refresh uninstall` asks AWS nothing: it runs with the install's variables on a machine
+/// without the certificate, and never reads it.
+#[test]
+fn uninstall_never_reads_the_certificate_files() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let (fake, _) = endpoint(&Ca::root("root"));
+    let output = command(&h, &fake, &absent_files(), &[])
+        .arg("uninstall")
+        .output()
+        .expect("ecr-refresh runs");
+    let run = h.checked(output);
+    run.expect_code(0);
+    assert!(!run.stdout.contains("/nonexistent"), "{}", run.stdout);
+    assert_eq!(fake.calls(), []);
+}
+
+/// A check with every namespace fresh, and the files of `files`: exit 1 all the same, with
+/// one WARN line carrying what a refresh would say (`said`), never "every namespace can
+/// pull". AWS is asked nothing. Returns the error the line gives.
+fn check_finds(files: &Files, said: &str) -> String {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    h.run(&[]).expect_code(0);
+    let (fake, _) = endpoint(&Ca::root("root"));
+
+    let run = run(&h, &fake, files, &[("ECR_REFRESH_MODE", "check")]);
+
+    run.expect_code(1);
+    let lines = run.messages_starting("credentials: a refresh would fail");
+    assert_eq!(lines.len(), 1, "{}", run.stdout);
+    assert_eq!(lines[0]["level"], "WARN");
+    let error = lines[0]["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains(said), "{said}\n{error}");
+    assert_eq!(run.outcome("team-a"), "ok", "{}", run.stdout);
+    let summary = run.summary();
+    assert_eq!(summary["message"], "check complete: findings reported");
+    assert!(
+        summary["credentials"]
+            .as_str()
+            .is_some_and(|c| c.contains(said)),
+        "{summary}"
+    );
+    assert_eq!(fake.calls(), [], "a check asks AWS nothing");
+    error
+}
+
+/// The check runs where the files are not (an operator's machine): absent files are a
+/// finding, not a configuration error.
+#[test]
+fn check_reports_absent_certificate_files_as_a_finding() {
+    check_finds(
+        &absent_files(),
+        "ECR_REFRESH_ROLES_ANYWHERE_CERTIFICATE: cannot read /nonexistent/tls.crt",
+    );
+}
+
+/// An expired certificate: the next refresh with something due would exit 3.
+#[test]
+fn check_reports_an_expired_certificate_as_a_finding_with_its_date() {
+    let leaf = Ca::root("root").leaf(Key::P256, "cluster-1", true);
+    let dir = tempfile::tempdir().unwrap();
+    let files = files(dir.path(), &leaf.pem, &leaf.traditional_pem(), None);
+    let error = check_finds(
+        &files,
+        &format!(
+            "the certificate in {} (ECR_REFRESH_ROLES_ANYWHERE_CERTIFICATE, serial {}",
+            files.certificate.display(),
+            leaf.serial_decimal()
+        ),
+    );
+    assert!(
+        error.contains("expired at 2021-12-31T00:00:00Z") && error.contains("renew it"),
+        "{error}"
+    );
+}
+
+/// A certificate not valid yet (its issuer's clock, or this node's, is off): a finding too.
+#[test]
+fn check_reports_a_certificate_not_yet_valid_as_a_finding_with_its_date() {
+    let leaf = Ca::root("root").future_leaf(Key::P256, "cluster-1");
+    let dir = tempfile::tempdir().unwrap();
+    let files = files(dir.path(), &leaf.pem, &leaf.traditional_pem(), None);
+    let error = check_finds(
+        &files,
+        &format!(
+            "the certificate in {} (ECR_REFRESH_ROLES_ANYWHERE_CERTIFICATE, serial {}",
+            files.certificate.display(),
+            leaf.serial_decimal()
+        ),
+    );
+    assert!(
+        error.contains("is not valid before 2099-01-01T00:00:00Z")
+            && error.contains("check the clocks"),
+        "{error}"
+    );
 }

@@ -704,8 +704,9 @@ fn literal_namespaces_of_the_namespaced_install_are_refreshed_and_no_other() {
 /// an update in place), one adopted holding another registry's entry, and one adopted holding
 /// only ours. A dry run changes nothing and says what would go; then the created one is
 /// deleted, the mixed one keeps the other registry's entry byte for byte and loses our
-/// entry, annotations and label, the adopted one is left, and every `default`
-/// ServiceAccount loses our imagePullSecrets entry and keeps the team's.
+/// entry, annotations and label, the adopted one is left, and the `default` ServiceAccount
+/// of each namespace whose Secret went or was stripped loses our imagePullSecrets entry and
+/// keeps the team's (the adopted Secret's keeps both).
 #[test]
 #[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
 fn uninstall_deletes_only_what_ecr_refresh_created_and_strips_only_its_entries() {
@@ -766,7 +767,10 @@ fn uninstall_deletes_only_what_ecr_refresh_created_and_strips_only_its_entries()
 
     let operator = common::Binary::new(|_| cp.admin_kubeconfig().to_owned());
     let uninstall = |extra: &[(&str, &str)]| {
-        let mut env = vec![("ECR_REFRESH_SERVICE_ACCOUNTS", "default")];
+        let mut env = vec![
+            ("ECR_REFRESH_SERVICE_ACCOUNTS", "default"),
+            ("ECR_REFRESH_NAMESPACES", "un-*"),
+        ];
         env.extend_from_slice(extra);
         let output = operator
             .command(&env)
@@ -814,9 +818,14 @@ fn uninstall_deletes_only_what_ecr_refresh_created_and_strips_only_its_entries()
         Some(&before[2]),
         "adopted with only our entries: left as it is"
     );
-    for ns in all {
+    for ns in ["un-created", "un-mixed"] {
         assert_eq!(accounts(ns), json!([{"name": "team-creds"}]), "{ns}");
     }
+    assert_eq!(
+        accounts("un-adopted"),
+        json!([{"name": "team-creds"}, {"name": SECRET}]),
+        "the Secret stays, and so does the entry that names it"
+    );
     // Again: nothing left to do, and nothing fails.
     let again = uninstall(&[]);
     again.expect_code(0);
@@ -827,4 +836,195 @@ fn uninstall_deletes_only_what_ecr_refresh_created_and_strips_only_its_entries()
             .iter()
             .all(|l| l["namespace"] != "un-created" && l["namespace"] != "un-mixed")
     );
+}
+
+/// `ecr-refresh uninstall` as the admin, by hand, with no install named, as the docs show it,
+/// after two installs (`team-a/ecr-refresh`, `team-b/ecr-refresh`) each created the Secret in
+/// a namespace of its own: it refuses, naming both, and changes nothing. Named, it deletes
+/// only its own install's Secret and keeps the other's, with the other's ServiceAccount
+/// entry; and it honours the selection: a Secret of the named install outside
+/// ECR_REFRESH_NAMESPACES, or outside the label selector, is not touched.
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn uninstall_with_no_install_named_refuses_two_installs_and_named_removes_only_its_own() {
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
+    let all = ["un2-a", "un2-b", "un2-a-later", "un2-a-unlabelled"];
+    namespaces(cp, &all);
+    // The label selector's case: un2-a is labelled, un2-b is not.
+    admin(cp, &["label", "namespace", "un2-a", "team=a"], "");
+    let h = RealHarness::new(cp);
+    for (install, ns) in [
+        ("team-a/ecr-refresh", "un2-a"),
+        ("team-a/ecr-refresh", "un2-a-later"),
+        ("team-a/ecr-refresh", "un2-a-unlabelled"),
+        ("team-b/ecr-refresh", "un2-b"),
+    ] {
+        h.run(&env(shipped, ns, &[("ECR_REFRESH_INSTALL", install)]))
+            .expect_code(0);
+        let secret = h.secret(ns).expect("created");
+        assert_eq!(
+            secret["metadata"]["annotations"]["ecr-refresh/install"], install,
+            "{ns}"
+        );
+    }
+    let accounts = |ns: &str| {
+        get(cp, "serviceaccount", ns, "default").expect("default")["imagePullSecrets"].clone()
+    };
+    let both = json!([{"name": "team-creds"}, {"name": SECRET}]);
+    let snapshot = || -> Vec<(Option<Value>, Value)> {
+        all.iter()
+            .map(|ns| (get(cp, "secret", ns, SECRET), accounts(ns)))
+            .collect()
+    };
+    let before = snapshot();
+
+    let operator = common::Binary::new(|_| cp.admin_kubeconfig().to_owned());
+    let uninstall = |extra: &[(&str, &str)]| {
+        let mut env = vec![("ECR_REFRESH_SERVICE_ACCOUNTS", "default")];
+        env.extend_from_slice(extra);
+        let output = operator
+            .command(&env)
+            .arg("uninstall")
+            .output()
+            .expect("ecr-refresh uninstall runs");
+        operator.checked(output)
+    };
+
+    // No install named: two are recorded, so nothing is touched, and the error names both.
+    let refused = uninstall(&[("ECR_REFRESH_NAMESPACES", "un2-*")]);
+    refused.expect_code(1);
+    assert!(
+        refused
+            .stdout
+            .contains("team-a/ecr-refresh, team-b/ecr-refresh")
+            && refused.stdout.contains("ECR_REFRESH_INSTALL"),
+        "the error lists the installs and what to set:\n{}",
+        refused.stdout
+    );
+    assert_eq!(snapshot(), before, "refused: nothing changed");
+
+    // Named, outside its selection: un2-a-later is team-a's, but not selected.
+    let named = uninstall(&[
+        ("ECR_REFRESH_INSTALL", "team-a/ecr-refresh"),
+        ("ECR_REFRESH_NAMESPACES", "un2-a,un2-b,un2-a-unlabelled"),
+        ("ECR_REFRESH_NAMESPACE_SELECTOR", "team in (a,b)"),
+    ]);
+    named.expect_code(0);
+    assert_eq!(named.outcome("un2-a"), "deleted", "{}", named.stdout);
+    assert!(
+        get(cp, "secret", "un2-a", SECRET).is_none(),
+        "team-a's: deleted"
+    );
+    assert_eq!(accounts("un2-a"), json!([{"name": "team-creds"}]));
+    assert!(
+        named.lines.iter().all(|l| l["namespace"] != "un2-b"),
+        "un2-b has no label team: outside the selection\n{}",
+        named.stdout
+    );
+    assert!(
+        named
+            .lines
+            .iter()
+            .all(|l| l["namespace"] != "un2-a-later" && l["namespace"] != "un2-a-unlabelled"),
+        "outside the selection: not touched\n{}",
+        named.stdout
+    );
+    for (i, ns) in all.iter().enumerate().skip(1) {
+        assert_eq!(
+            (get(cp, "secret", ns, SECRET), accounts(ns)),
+            before[i],
+            "{ns}: outside the selection, or another install's"
+        );
+    }
+
+    // Named, over every namespace: team-b's Secret and its ServiceAccount entry stay.
+    let rest = uninstall(&[
+        ("ECR_REFRESH_INSTALL", "team-a/ecr-refresh"),
+        ("ECR_REFRESH_NAMESPACES", "un2-*"),
+    ]);
+    rest.expect_code(0);
+    assert_eq!(rest.outcome("un2-a-later"), "deleted", "{}", rest.stdout);
+    assert_eq!(
+        rest.outcome("un2-a-unlabelled"),
+        "deleted",
+        "{}",
+        rest.stdout
+    );
+    assert_eq!(rest.outcome("un2-b"), "kept", "{}", rest.stdout);
+    assert_eq!(
+        get(cp, "secret", "un2-b", SECRET).as_ref(),
+        before[1].0.as_ref(),
+        "team-b's Secret: left to team-b's uninstall"
+    );
+    assert_eq!(accounts("un2-b"), both, "team-b's entry stays");
+
+    // Now only team-b is recorded: with no name, it is the one removed.
+    let last = uninstall(&[("ECR_REFRESH_NAMESPACES", "un2-*")]);
+    last.expect_code(0);
+    assert_eq!(last.outcome("un2-b"), "deleted", "{}", last.stdout);
+    assert_eq!(accounts("un2-b"), json!([{"name": "team-creds"}]));
+}
+
+/// `ecr-refresh uninstall` strips ServiceAccount entries only where it deleted or stripped
+/// the Secret: a team's own Secret of our name (ghcr.io, not ours) in a namespace the install
+/// never selected keeps its ServiceAccount's entry, whether the uninstall's selection
+/// covers that namespace or not.
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn uninstall_leaves_the_service_account_entry_of_a_teams_own_secret_of_that_name() {
+    let (turn, shipped) = installed();
+    let cp: &ControlPlane = &turn;
+    namespaces(cp, &["un3-ours"]);
+    let team_secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": SECRET, "namespace": "un3-team"},
+        "data": {".dockerconfigjson": b64(&json!({"auths": {"ghcr.io":
+            {"username": "bot", "password": "theirs"}}}).to_string())}});
+    create(
+        cp,
+        &[
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "un3-team"}}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": "un3-team"},
+                "imagePullSecrets": [{"name": "team-creds"}, {"name": SECRET}]}),
+            team_secret,
+        ],
+    );
+    let h = RealHarness::new(cp);
+    h.run(&env(shipped, "un3-ours", &[])).expect_code(0);
+    let accounts = |ns: &str| {
+        get(cp, "serviceaccount", ns, "default").expect("default")["imagePullSecrets"].clone()
+    };
+    let both = json!([{"name": "team-creds"}, {"name": SECRET}]);
+    assert_eq!(accounts("un3-ours"), both, "the run added ours");
+    let team_before = get(cp, "secret", "un3-team", SECRET).expect("the team's");
+
+    let operator = common::Binary::new(|_| cp.admin_kubeconfig().to_owned());
+    for selection in ["un3-ours", "un3-*"] {
+        let output = operator
+            .command(&[
+                ("ECR_REFRESH_SERVICE_ACCOUNTS", "default"),
+                ("ECR_REFRESH_NAMESPACES", selection),
+            ])
+            .arg("uninstall")
+            .output()
+            .expect("ecr-refresh uninstall runs");
+        operator.checked(output).expect_code(0);
+        assert_eq!(
+            accounts("un3-team"),
+            both,
+            "selection {selection}: the team's entry for its own Secret stays"
+        );
+        assert_eq!(
+            get(cp, "secret", "un3-team", SECRET).as_ref(),
+            Some(&team_before),
+            "the team's Secret is not ours"
+        );
+    }
+    assert!(
+        get(cp, "secret", "un3-ours", SECRET).is_none(),
+        "ours: deleted"
+    );
+    assert_eq!(accounts("un3-ours"), json!([{"name": "team-creds"}]));
 }

@@ -299,29 +299,62 @@ fn signing_key(path: &Path) -> Result<SigningKey, IdentityError> {
             "holds an EC key on a curve other than P-256 and P-384",
         ))
     };
+    // aws-lc-rs refuses an RSA key under 2048 bits as `TooSmall`: said as what to change.
+    let refused = |e: aws_lc_rs::error::KeyRejected| {
+        if e.description_() == "TooSmall" {
+            unsupported("holds an RSA key shorter than 2048 bits")
+        } else {
+            unsupported(&format!("holds an RSA key aws-lc-rs refuses: {e}"))
+        }
+    };
     match &der {
         PrivateKeyDer::Pkcs1(key) => RsaKeyPair::from_der(key.secret_pkcs1_der())
-            .map_err(|e| unsupported(&format!("holds an RSA key aws-lc-rs refuses: {e}")))
+            .map_err(refused)
             .and_then(rsa),
         PrivateKeyDer::Sec1(key) => ec(key.secret_sec1_der()),
         PrivateKeyDer::Pkcs8(key) => {
             let der = key.secret_pkcs8_der();
-            match RsaKeyPair::from_pkcs8(der) {
-                Ok(key) => rsa(key),
-                Err(_) => ec(der).map_err(|e| match e {
-                    IdentityError::UnsupportedKey { why, .. }
-                        if why.starts_with("holds an EC key on") =>
-                    {
-                        unsupported("holds a PKCS#8 key that is neither RSA nor EC P-256 or P-384 (Ed25519, DSA and others are not taken)")
-                    }
-                    e => e,
-                }),
+            match pkcs8_algorithm(der) {
+                Some(Pkcs8Algorithm::Rsa) => {
+                    RsaKeyPair::from_pkcs8(der).map_err(refused).and_then(rsa)
+                }
+                Some(Pkcs8Algorithm::Ec) => ec(der),
+                Some(Pkcs8Algorithm::Other(oid)) => Err(unsupported(&format!(
+                    "holds a PKCS#8 key that is neither RSA nor EC P-256 or P-384 (algorithm \
+                     {oid}; Ed25519, DSA and others are not taken)"
+                ))),
+                None => Err(unsupported("holds a PRIVATE KEY block that is not PKCS#8")),
             }
         }
         _ => Err(unsupported(
             "holds a key of a kind Roles Anywhere does not take",
         )),
     }
+}
+
+/// The algorithm a PKCS#8 key names (its `privateKeyAlgorithm`), which says how to read it:
+/// RSA is read as RSA only and EC as EC only, so a refusal names the right reason.
+#[derive(Debug, PartialEq, Eq)]
+enum Pkcs8Algorithm {
+    Rsa,
+    Ec,
+    Other(String),
+}
+
+fn pkcs8_algorithm(der: &[u8]) -> Option<Pkcs8Algorithm> {
+    use p384::pkcs8::{ObjectIdentifier, PrivateKeyInfoRef};
+    // rsaEncryption (RFC 8017) and id-ecPublicKey (RFC 5480).
+    const RSA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
+    const EC: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
+    let info = PrivateKeyInfoRef::try_from(der).ok()?;
+    let oid = info.algorithm.oid;
+    Some(if oid == RSA {
+        Pkcs8Algorithm::Rsa
+    } else if oid == EC {
+        Pkcs8Algorithm::Ec
+    } else {
+        Pkcs8Algorithm::Other(oid.to_string())
+    })
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -366,5 +399,33 @@ mod tests {
             decimal(&[0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
             "2361183241434822606847"
         );
+    }
+
+    #[test]
+    fn a_pkcs8_key_is_read_as_the_algorithm_it_names() {
+        let der = |pem: &str| {
+            PrivateKeyDer::from_pem_slice(pem.as_bytes())
+                .expect("PEM")
+                .secret_der()
+                .to_vec()
+        };
+        let rsa =
+            rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
+                .expect("an RSA key");
+        assert_eq!(
+            pkcs8_algorithm(&der(&rsa.serialize_pem())),
+            Some(Pkcs8Algorithm::Rsa)
+        );
+        let p256 = aws_lc_rs::signature::EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING)
+            .expect("a P-256 key");
+        let p256 = p256.to_pkcs8v1().expect("PKCS#8");
+        assert_eq!(pkcs8_algorithm(p256.as_ref()), Some(Pkcs8Algorithm::Ec));
+        let ed25519 = aws_lc_rs::signature::Ed25519KeyPair::generate().expect("an Ed25519 key");
+        let ed25519 = ed25519.to_pkcs8v1().expect("PKCS#8");
+        assert_eq!(
+            pkcs8_algorithm(ed25519.as_ref()),
+            Some(Pkcs8Algorithm::Other("1.3.101.112".into()))
+        );
+        assert_eq!(pkcs8_algorithm(b"not DER"), None);
     }
 }

@@ -97,10 +97,11 @@ fn rfc3339(at: SystemTime) -> String {
     humantime::format_rfc3339_seconds(at).to_string()
 }
 
-/// The files read and checked, CreateSession sent; the credentials, and the certificate's end.
-pub async fn create(config: &RolesAnywhere) -> Result<(Credentials, SystemTime), SessionError> {
+/// The files read and checked, and the certificate valid at `now`: what CreateSession needs
+/// before it is sent. A refresh calls it before each CreateSession, and a check once, to
+/// report what a refresh would meet.
+pub fn usable(config: &RolesAnywhere, now: SystemTime) -> Result<Identity, SessionError> {
     let identity = Identity::load(config)?;
-    let now = SystemTime::now();
     let path = || config.certificate.display().to_string();
     if now < identity.not_before {
         return Err(SessionError::NotYetValid {
@@ -118,6 +119,13 @@ pub async fn create(config: &RolesAnywhere) -> Result<(Credentials, SystemTime),
             not_after: rfc3339(identity.not_after),
         });
     }
+    Ok(identity)
+}
+
+/// The files read and checked, CreateSession sent; the credentials, and the certificate's end.
+pub async fn create(config: &RolesAnywhere) -> Result<(Credentials, SystemTime), SessionError> {
+    let now = SystemTime::now();
+    let identity = usable(config, now)?;
     let (base, variable) = endpoint(config);
     let bad_endpoint = || SessionError::Endpoint {
         variable: variable.unwrap_or("the trust anchor's region"),
