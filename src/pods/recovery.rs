@@ -36,19 +36,31 @@ pub enum Cause {
     Unknown,
 }
 
-/// Why the kubelet's message says a pull failed.
+/// Why the kubelet's message says a pull failed: by the registry's answer, never by the
+/// references the message quotes. The image reference and the URL the runtime asked hold
+/// numbers (an account id such as 140123456789, a tag `v1.401.0`, a digest) but no space, so
+/// only a word of its own (`401`, `Unauthorized`, trimmed of the punctuation around it) or a
+/// phrase of words (`no basic auth credentials`) is read as the answer.
 pub fn cause(message: &str) -> Cause {
-    let m = message.to_ascii_lowercase();
-    if m.contains("authorization token has expired")
-        || m.contains("401")
-        || m.contains("unauthorized")
-        || m.contains("no basic auth credentials")
-        || m.contains("authentication required")
-    {
+    let lower = message.to_ascii_lowercase();
+    let words: Vec<&str> = lower
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let text = format!(" {} ", words.join(" "));
+    let says = |phrases: &[&str]| phrases.iter().any(|p| text.contains(&format!(" {p} ")));
+    if says(&[
+        "401",
+        "unauthorized",
+        "no basic auth credentials",
+        "authorization token has expired",
+        "authentication required",
+    ]) {
         Cause::Credentials
-    } else if m.contains("not found") || m.contains("manifest unknown") || m.contains("404") {
+    } else if says(&["404", "not found", "manifest unknown", "name unknown"]) {
         Cause::NotFound
-    } else if m.contains("403") || m.contains("denied") || m.contains("forbidden") {
+    } else if says(&["403", "denied", "forbidden"]) {
         Cause::Denied
     } else {
         Cause::Unknown
@@ -206,6 +218,104 @@ mod tests {
         ];
         for (message, expected) in cases {
             assert_eq!(cause(message), expected, "{message}");
+        }
+    }
+
+    /// The kubelet's message quotes the image reference (in the message, and in the URL the
+    /// runtime asked): an account id, a tag or a digest holding 401 (or 403, 404) says nothing
+    /// about the registry's answer. Each message containerd 2 gives (core/remotes/docker:
+    /// resolver.go, authorizer.go, fetcher.go, errcode.go; internal/cri/server/images), as
+    /// ErrImagePull and as kubelet 1.37 quotes it in ImagePullBackOff, with such references.
+    #[test]
+    fn numbers_in_the_quoted_reference_are_not_the_registry_s_answer() {
+        let digest = "sha256:4010401040104010401040104010401040104010401040104010401040104010";
+        // (host, repository, tag or digest, how the reference joins them)
+        let references = [
+            (
+                "140123456789.dkr.ecr.us-east-1.amazonaws.com",
+                "app",
+                "1",
+                ":",
+            ),
+            (
+                "123456789012.dkr.ecr.us-east-1.amazonaws.com",
+                "app",
+                "v1.401.0",
+                ":",
+            ),
+            (
+                "123456789012.dkr.ecr.us-east-1.amazonaws.com",
+                "app",
+                digest,
+                "@",
+            ),
+            (
+                "140140140140.dkr.ecr.us-east-1.amazonaws.com",
+                "api-401",
+                "v1.401.0-rc.403",
+                ":",
+            ),
+            (
+                "140140140140.dkr.ecr.us-east-1.amazonaws.com",
+                "x403/y404",
+                digest,
+                "@",
+            ),
+        ];
+        // containerd 2's messages: `{ref}` the image, `{url}` a manifest's URL, `{blob}` a blob's.
+        let messages = [
+            (
+                r#"failed to pull and unpack image "{ref}": failed to resolve image: {ref}: not found"#,
+                Cause::NotFound,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to resolve reference "{ref}": {ref}: not found"#,
+                Cause::NotFound,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to resolve image: pull access denied, repository does not exist or may require authorization: authorization failed: no basic auth credentials"#,
+                Cause::Credentials,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to resolve image: unexpected status from HEAD request to {url}: 401 Unauthorized"#,
+                Cause::Credentials,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to copy: httpReadSeeker: failed open: unexpected status code {blob}: 401 Unauthorized"#,
+                Cause::Credentials,
+            ),
+            (
+                "failed to pull and unpack image \"{ref}\": failed to resolve image: unexpected status from HEAD request to {url}: 403 Forbidden\ndenied: Your authorization token has expired. Reauthenticate and try again.",
+                Cause::Credentials,
+            ),
+            (
+                "failed to pull and unpack image \"{ref}\": failed to resolve image: unexpected status from HEAD request to {url}: 403 Forbidden\ndenied: User: arn:aws:sts::140123456789:assumed-role/node/i-1 is not authorized to perform: ecr:BatchGetImage on resource",
+                Cause::Denied,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to copy: httpReadSeeker: failed open: could not fetch content descriptor sha256:4010 (application/vnd.oci.image.layer.v1.tar+gzip) from remote: not found"#,
+                Cause::NotFound,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to resolve image: failed to do request: Head "{url}": dial tcp 10.0.40.1:443: i/o timeout"#,
+                Cause::Unknown,
+            ),
+        ];
+        for (host, repository, tag, join) in references {
+            let reference = format!("{host}/{repository}{join}{tag}");
+            let url = format!("https://{host}/v2/{repository}/manifests/{tag}");
+            let blob = format!("https://{host}/v2/{repository}/blobs/{digest}");
+            for (template, expected) in &messages {
+                let pulled = template
+                    .replace("{ref}", &reference)
+                    .replace("{url}", &url)
+                    .replace("{blob}", &blob);
+                let backoff =
+                    format!("Back-off pulling image \"{reference}\": ErrImagePull: {pulled}");
+                for message in [pulled, backoff] {
+                    assert_eq!(cause(&message), *expected, "{message}");
+                }
+            }
         }
     }
 
