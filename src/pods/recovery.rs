@@ -10,7 +10,10 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::{Account, Managed, ecr_images, not_wired, references_directly, service_account, stuck};
+use super::{
+    Account, Managed, ecr_images, not_wired, references_directly, service_account, serving,
+    stuck_in_template,
+};
 use crate::pull_secret::FIELD_MANAGER;
 
 /// The owners whose controllers recreate an evicted pod.
@@ -101,9 +104,17 @@ pub enum Recovery {
 /// Whether evicting `pod` would let it pull. None: it is not ours to touch (not stuck, stuck on
 /// another registry or for another reason than the credentials, or it pulled with the Secret as
 /// it is now).
+///
+/// Never touched, whatever the rest says: a pod whose regular containers all run (it serves;
+/// a sidecar's or a debug container's pull is no reason to stop it), and a pod stuck only in
+/// an ephemeral container (`kubectl debug`: a replacement has none, so evicting it would only
+/// stop the app). Both stay in check's findings (`super::stuck`).
 pub fn recovery(pod: &Pod, cx: &RecoveryContext<'_>) -> Option<Recovery> {
+    if serving(pod) {
+        return None;
+    }
     let images = ecr_images(pod);
-    let waiting = stuck(pod);
+    let waiting = stuck_in_template(pod);
     if waiting.is_empty() {
         return None;
     }
@@ -457,6 +468,76 @@ mod tests {
             .unwrap()[0]
             .state = None;
         assert_eq!(decide(&running, Some(true), Some(T1)), None);
+    }
+
+    /// A `kubectl debug` container on our registry, stuck for want of credentials, beside an
+    /// app that runs: a replacement never has ephemeral containers, so an eviction only stops
+    /// the app. And a native sidecar (a restartable init container) stuck on its restart's
+    /// pull while the app runs: an eviction would stop a pod that serves. Neither is evicted;
+    /// `stuck` still names the containers, for check's findings.
+    #[test]
+    fn a_pod_whose_regular_containers_run_is_never_evicted_for_a_debug_or_sidecar_container() {
+        let image = format!("{HOST}/app:1");
+        let tools = format!("{HOST}/tools:1");
+        let running = serde_json::json!({"running": {"startedAt": T0}});
+        let waiting = serde_json::json!({"waiting": {"reason": "ImagePullBackOff",
+            "message": UNAUTHORIZED}});
+        let status = |name: &str, image: &str, state: &serde_json::Value| {
+            serde_json::json!({"name": name, "image": image, "imageID": "", "ready": false,
+                "restartCount": 0, "state": state})
+        };
+
+        let mut debugged = pod(&image, UNAUTHORIZED, &[], Some("ReplicaSet"), T0);
+        let spec = debugged.spec.as_mut().unwrap();
+        spec.ephemeral_containers = Some(vec![
+            serde_json::from_value(serde_json::json!({"name": "debugger", "image": tools,
+                "targetContainerName": "app"}))
+            .unwrap(),
+        ]);
+        let pod_status = debugged.status.as_mut().unwrap();
+        pod_status.phase = Some("Running".into());
+        pod_status.container_statuses = Some(vec![
+            serde_json::from_value(status("app", &image, &running)).unwrap(),
+        ]);
+        pod_status.ephemeral_container_statuses = Some(vec![
+            serde_json::from_value(status("debugger", &tools, &waiting)).unwrap(),
+        ]);
+        assert_eq!(
+            decide(&debugged, Some(true), Some(T1)),
+            None,
+            "{debugged:?}"
+        );
+        assert_eq!(
+            super::super::stuck(&debugged)
+                .into_iter()
+                .map(|(c, ..)| c)
+                .collect::<Vec<_>>(),
+            ["debugger"],
+            "check still reports the debug container"
+        );
+        // The app itself stuck as well: the pod is evicted for the app, not the debugger.
+        let pod_status = debugged.status.as_mut().unwrap();
+        pod_status.phase = Some("Pending".into());
+        pod_status.container_statuses = Some(vec![
+            serde_json::from_value(status("app", &image, &waiting)).unwrap(),
+        ]);
+        assert!(evicts(&decide(&debugged, Some(true), Some(T1))));
+
+        let mut sidecar = pod(&image, UNAUTHORIZED, &[], Some("ReplicaSet"), T0);
+        sidecar.spec.as_mut().unwrap().init_containers = Some(vec![
+            serde_json::from_value(serde_json::json!({"name": "proxy", "image": tools,
+                "restartPolicy": "Always"}))
+            .unwrap(),
+        ]);
+        let pod_status = sidecar.status.as_mut().unwrap();
+        pod_status.phase = Some("Running".into());
+        pod_status.container_statuses = Some(vec![
+            serde_json::from_value(status("app", &image, &running)).unwrap(),
+        ]);
+        pod_status.init_container_statuses = Some(vec![
+            serde_json::from_value(status("proxy", &tools, &waiting)).unwrap(),
+        ]);
+        assert_eq!(decide(&sidecar, Some(true), Some(T1)), None, "{sidecar:?}");
     }
 
     #[test]
