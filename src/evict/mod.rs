@@ -101,7 +101,7 @@ impl Evictor<'_> {
             let owner = crate::pods::owner(pod);
             let (outcome, reason) = match decision {
                 Recovery::Left { reason } => (PodOutcome::Left, reason),
-                Recovery::Evict { reason } if tally.evicted + tally.would_evict >= self.limit => (
+                Recovery::Evict { reason } if tally.spent() >= self.limit => (
                     PodOutcome::Left,
                     format!(
                         "{reason}; not evicted: this run reached ECR_REFRESH_EVICT_LIMIT={}, the \
@@ -125,6 +125,20 @@ impl Evictor<'_> {
                                  again"
                             ),
                         ),
+                        // Sent, and no answer came: it may have gone through. Counted
+                        // against the limit, so that the limit holds whatever the network does.
+                        Err(e) if unanswered(&e) => {
+                            tally.unanswered += 1;
+                            (
+                                PodOutcome::Left,
+                                format!(
+                                    "{reason}; the eviction got no answer ({e}): it may have gone \
+                                     through, and counts against ECR_REFRESH_EVICT_LIMIT={}; the \
+                                     next run looks at the pod again",
+                                    self.limit
+                                ),
+                            )
+                        }
                         Err(e) => (
                             PodOutcome::Left,
                             format!("{reason}; not evicted: {e}{}", hint(&e)),
@@ -193,6 +207,13 @@ impl Evictor<'_> {
         }
         found
     }
+}
+
+/// Whether an eviction got no answer: none in time, or the connection failed on the way
+/// (refused, reset, cut mid-answer, an attempt's read timeout). The server may have evicted
+/// the pod; the client cannot tell which of these happened before the request arrived.
+fn unanswered(e: &RequestError) -> bool {
+    matches!(e, RequestError::Timeout(_) | RequestError::Client(_))
 }
 
 /// What to do about a refusal: the rights come with the option's component.
