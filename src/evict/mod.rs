@@ -11,7 +11,9 @@
 //! Per namespace: a GET of the Secret (when we last wrote it), a LIST of the unfinished pods, a
 //! GET of each ServiceAccount a stuck pod runs as, and a POST of each eviction (the Eviction
 //! API: PodDisruptionBudgets hold; a 429 leaves the pod for the next run). One log line per pod
-//! considered, with its outcome: `evicted`, `would-evict` (dry run) or `left`, and why.
+//! considered, with its outcome: `evicted`, `would-evict` (dry run) or `left`, and why. A dry
+//! run judges as if its own writes had happened: a ServiceAccount it would have given the
+//! Secret counts as listing it.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -34,6 +36,9 @@ pub struct Evictor<'a> {
     /// AWS_REGION: the caller's own registry's, when none is configured.
     pub region: Option<String>,
     pub limit: usize,
+    /// (namespace, account) of the ServiceAccounts this dry run would have given the Secret:
+    /// judged as listing it, so that the preview says what the real run would do.
+    pub would_add: BTreeSet<(String, String)>,
 }
 
 impl Evictor<'_> {
@@ -194,7 +199,10 @@ impl Evictor<'_> {
         for name in names {
             let account = match retry::send("get serviceaccount", || api.get_opt(name)).await {
                 Ok(Some(sa)) => Account::Found {
-                    lists_secret: crate::pods::account_references(&sa, secret),
+                    lists_secret: crate::pods::account_references(&sa, secret)
+                        || self
+                            .would_add
+                            .contains(&(namespace.to_owned(), name.to_owned())),
                 },
                 Ok(None) => Account::Missing,
                 Err(e) => {

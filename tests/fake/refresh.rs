@@ -1666,6 +1666,61 @@ fn a_dry_run_with_the_eviction_option_says_which_stuck_pods_it_would_evict() {
     assert_eq!(summary["pods_evicted"], 0);
 }
 
+/// A dry run judges the pods as if its own writes had happened: with
+/// ECR_REFRESH_SERVICE_ACCOUNTS, the ServiceAccount it would list the Secret on is taken as
+/// listing it, so a ReplicaSet's stuck pod without imagePullSecrets is `would-evict`, as the
+/// real run then evicts it, not `left` for a ServiceAccount that "does not list" the Secret.
+/// Nothing is written.
+#[test]
+fn a_dry_run_judges_stuck_pods_as_if_its_service_account_writes_had_happened() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    let image = format!("{REGISTRY}/web:1");
+    h.cluster.seed(
+        Resource::Pods,
+        pods::pod("team-a", "web-1", &image, Some("web-7d9f8")),
+        "kube-controller-manager",
+    );
+    h.cluster.set_pod_status(
+        "team-a",
+        "web-1",
+        json!({"phase": "Pending", "containerStatuses": [{
+            "name": "app", "image": image, "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": format!(
+                "Back-off pulling image \"{image}\": ErrImagePull: failed to pull and unpack \
+                 image \"{image}\": failed to resolve image: pull access denied, repository does \
+                 not exist or may require authorization: authorization failed: no basic auth \
+                 credentials")}}}]}),
+    );
+    let account = h.cluster.seed(
+        Resource::ServiceAccounts,
+        json!({"metadata": {"name": "default", "namespace": "team-a"}}),
+        "kube-controller-manager",
+    );
+
+    let run = h.run(&[
+        ("ECR_REFRESH_DRY_RUN", "true"),
+        ("ECR_REFRESH_SERVICE_ACCOUNTS", "default"),
+        ("ECR_REFRESH_EVICT_STUCK_PODS", "true"),
+    ]);
+
+    run.expect_code(0);
+    let web = run
+        .lines
+        .iter()
+        .find(|l| l["pod"] == "web-1")
+        .unwrap_or_else(|| panic!("no line for web-1:\n{}", run.stdout));
+    assert_eq!(web["outcome"], "would-evict", "{web}");
+    assert_eq!(
+        h.cluster
+            .get(Resource::ServiceAccounts, "team-a", "default")
+            .map(|a| a["metadata"]["resourceVersion"].clone()),
+        Some(account["metadata"]["resourceVersion"].clone()),
+        "a dry run writes nothing"
+    );
+    assert!(h.secret("team-a").is_none());
+}
+
 /// An eviction whose answer never came (the connection cut mid-answer, or no answer within
 /// the 15 s a request's attempt waits) may have gone through: it counts against ECR_REFRESH_EVICT_LIMIT, and its
 /// line says so. With a limit of 2, two such evictions leave the third stuck pod for the next
