@@ -8,7 +8,7 @@
 //! from what this run wrote: pods past one run's ECR_REFRESH_EVICT_LIMIT are evicted by the
 //! next, which may write nothing.
 //!
-//! Per namespace: a GET of the Secret (when we last wrote it), a LIST of the unfinished pods, a
+//! Per namespace: a GET of the Secret (the hosts our last write recorded), a LIST of the unfinished pods, a
 //! GET of each ServiceAccount a stuck pod runs as, and a POST of each eviction (the Eviction
 //! API: PodDisruptionBudgets hold; a 429 leaves the pod for the next run). One log line per pod
 //! considered, with its outcome: `evicted`, `would-evict` (dry run) or `left`, and why. A dry
@@ -24,7 +24,7 @@ use tracing::{info, warn};
 use crate::cluster::pods;
 use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
-use crate::pods::{Account, Managed, Recovery, RecoveryContext, last_write, recovery};
+use crate::pods::{Account, Managed, Recovery, RecoveryContext, recovery};
 use crate::report::{Evictions, PodOutcome};
 use crate::run::stop::Stop;
 
@@ -94,7 +94,6 @@ impl Evictor<'_> {
         let accounts = self.accounts(namespace, &stuck, secret_name).await;
         let cx = RecoveryContext {
             secret_name,
-            last_write: secret.as_ref().and_then(last_write),
             managed: &managed,
             accounts: &accounts,
         };

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, ServiceAccount};
 
 use crate::aws::registry::RegistryHost;
 use crate::pull_secret::due;
-pub use recovery::{Cause, Recovery, RecoveryContext, cause, last_write, recovery};
+pub use recovery::{Cause, Recovery, RecoveryContext, cause, recovery};
 
 /// The waiting reasons of a container whose image could not be pulled (kubelet's
 /// pkg/kubelet/images: ErrImagePull, then ImagePullBackOff while it backs off).

@@ -153,3 +153,112 @@ fn a_running_pod_is_not_evicted_for_its_stuck_debug_container() {
         "and no eviction for it: {findings}"
     );
 }
+
+/// Which stuck pods an eviction is for, on the real server, as the admin with the option:
+/// only a ReplicaSet's pod that lists no imagePullSecrets, whose ServiceAccount now lists the
+/// Secret (`web`). A pod that lists the Secret itself recovers on its own and gets no line
+/// (`own`); a Job's pod is left with what to do (an eviction counts against its
+/// backoffLimit); and a pod that ran, whose restart's pull failed (phase Running), is held by
+/// its PodDisruptionBudget: the real Eviction API answers 429 (no disruption controller runs
+/// here, so the budget's status is never observed, and the server refuses every eviction it
+/// covers: pkg/registry/core/pod/storage/eviction.go), and it is left for the next run.
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn only_a_pod_its_service_account_would_wire_is_evicted_and_a_budget_holds() {
+    let cp = ControlPlane::shared();
+    let ns = "evict-which";
+    cp.create_namespace(ns);
+    create(
+        cp,
+        &[json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": ns},
+            "imagePullSecrets": [{"name": SECRET}]})],
+    );
+    let image = format!("{REGISTRY}/web:1");
+    let no_credentials = json!({"waiting": {"reason": "ImagePullBackOff", "message": format!(
+        "Back-off pulling image \"{image}\": ErrImagePull: failed to pull and unpack image \
+         \"{image}\": failed to resolve image: pull access denied, repository does not exist or \
+         may require authorization: authorization failed: no basic auth credentials")}});
+    let web = pods::pod(ns, "web-1", &image, Some("web-7d9f8"));
+    let mut own = pods::pod(ns, "own-1", &image, Some("own-5c4b3"));
+    own["spec"]["imagePullSecrets"] = json!([{"name": SECRET}]);
+    let mut job = pods::pod(ns, "nightly-1", &image, Some("nightly"));
+    job["metadata"]["ownerReferences"][0]["apiVersion"] = json!("batch/v1");
+    job["metadata"]["ownerReferences"][0]["kind"] = json!("Job");
+    let mut held = pods::pod(ns, "held-1", &image, Some("held-6f7e8"));
+    held["metadata"]["labels"] = json!({"app": "held"});
+    create(
+        cp,
+        &[
+            web,
+            own,
+            job,
+            held,
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": "held", "namespace": ns},
+                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "held"}}}}),
+        ],
+    );
+    for pod in ["web-1", "own-1", "nightly-1"] {
+        write_status(
+            cp,
+            ns,
+            pod,
+            json!({"phase": "Pending",
+                "containerStatuses": [container("app", &image, no_credentials.clone())]}),
+        );
+    }
+    let mut restarting = container("app", &image, no_credentials.clone());
+    restarting["restartCount"] = json!(1);
+    restarting["lastState"] = json!({"terminated": {"exitCode": 0, "reason": "Completed",
+        "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:02Z"}});
+    write_status(
+        cp,
+        ns,
+        "held-1",
+        json!({"phase": "Running", "containerStatuses": [restarting]}),
+    );
+    let uids: Vec<(String, Value)> = ["own-1", "nightly-1", "held-1"]
+        .iter()
+        .map(|p| {
+            let pod = get(cp, "pod", ns, p).expect("the pod");
+            (p.to_string(), pod["metadata"]["uid"].clone())
+        })
+        .collect();
+
+    let refresh = run(cp, ns, None);
+
+    refresh.expect_code(0);
+    let line = |pod: &str| refresh.lines.iter().find(|l| l["pod"] == pod).cloned();
+    let outcome = |pod: &str| line(pod).map(|l| l["outcome"].clone());
+    assert_eq!(
+        outcome("web-1"),
+        Some(json!("evicted")),
+        "{}",
+        refresh.stdout
+    );
+    assert!(line("own-1").is_none(), "{}", refresh.stdout);
+    let job = line("nightly-1")
+        .unwrap_or_else(|| panic!("no line for the Job's pod:\n{}", refresh.stdout));
+    assert_eq!(job["outcome"], "left", "{job}");
+    assert!(
+        job["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("backoffLimit") && r.contains("kubectl delete pod")),
+        "{job}"
+    );
+    let held = line("held-1").unwrap_or_else(|| panic!("no line for held:\n{}", refresh.stdout));
+    assert_eq!(held["outcome"], "left", "{held}");
+    assert!(
+        held["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("PodDisruptionBudget") && r.contains("429")),
+        "{held}"
+    );
+    assert!(get(cp, "pod", ns, "web-1").is_none(), "web-1 was evicted");
+    for (pod, uid) in uids {
+        let now = get(cp, "pod", ns, &pod).unwrap_or_else(|| panic!("{pod} is gone"));
+        assert_eq!(now["metadata"]["uid"], uid, "{pod}");
+        assert!(now["metadata"]["deletionTimestamp"].is_null(), "{pod}");
+    }
+}
