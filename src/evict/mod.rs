@@ -205,7 +205,14 @@ impl Evictor<'_> {
                 },
                 Ok(None) => Account::Missing,
                 Err(e) => {
-                    warn!(namespace, serviceaccount = name, error = %e,
+                    // Whether it lists the Secret is the decision (pods::recovery).
+                    let hint = if e.code() == Some(403) {
+                        " (grant get on the ServiceAccount: the service-accounts component, or \
+                         the chart's serviceAccounts, does for the accounts it manages)"
+                    } else {
+                        ""
+                    };
+                    warn!(namespace, serviceaccount = name, error = %e, hint,
                         "a ServiceAccount could not be read: its pods are not evicted");
                     Account::Unknown
                 }
