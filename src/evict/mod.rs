@@ -8,9 +8,10 @@
 //! from what this run wrote: pods past one run's ECR_REFRESH_EVICT_LIMIT are evicted by the
 //! next, which may write nothing.
 //!
-//! Per namespace: a GET of the Secret (the hosts our last write recorded), a LIST of the unfinished pods, a
-//! GET of each ServiceAccount a stuck pod runs as, and a POST of each eviction (the Eviction
-//! API: PodDisruptionBudgets hold; a 429 leaves the pod for the next run). One log line per pod
+//! Per namespace: a GET of the Secret (the hosts our last write recorded), a LIST of the
+//! unfinished pods, a GET of each ServiceAccount a stuck pod runs as, and a POST of each
+//! eviction (the Eviction API: PodDisruptionBudgets hold; a 429 leaves the pod for the next
+//! run). One log line per pod
 //! considered, with its outcome: `evicted`, `would-evict` (dry run) or `left`, and why. A dry
 //! run judges as if its own writes had happened: a ServiceAccount it would have given the
 //! Secret counts as listing it.
