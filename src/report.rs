@@ -152,7 +152,8 @@ impl PodOutcome {
             Self::WouldEvict => "dry run: it would be evicted",
             Self::Left => {
                 "not evicted (`reason` says why and what to do): a bare pod, a replacement that would \
-                 not carry the Secret, a PodDisruptionBudget's 429, or ECR_REFRESH_EVICT_LIMIT reached; \
+                 not carry the Secret, a PodDisruptionBudget's 429, an eviction that got no answer \
+                 (counted against ECR_REFRESH_EVICT_LIMIT), or ECR_REFRESH_EVICT_LIMIT reached; \
                  the exit code is unchanged"
             }
         }
@@ -165,6 +166,18 @@ pub struct Evictions {
     pub evicted: usize,
     pub would_evict: usize,
     pub left: usize,
+    /// Of the `left`, evictions sent whose answer never came: they may have gone through, so
+    /// they count against ECR_REFRESH_EVICT_LIMIT.
+    #[serde(skip)]
+    pub unanswered: usize,
+}
+
+impl Evictions {
+    /// The evictions that count against ECR_REFRESH_EVICT_LIMIT: done, previewed, or sent
+    /// without an answer.
+    pub fn spent(&self) -> usize {
+        self.evicted + self.would_evict + self.unanswered
+    }
 }
 
 impl Evictions {

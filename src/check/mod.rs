@@ -379,7 +379,6 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secr
             managed: &managed,
             accounts: &accounts,
             logins: &logins,
-            last_write: secret.as_ref().and_then(crate::pods::last_write),
         };
         findings.extend(pods::pod_findings(pods, &cx));
         findings.extend(logins.into_values());

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::findings::{Finding, Group, SecretState};
 pub use crate::pods::{
@@ -21,8 +20,6 @@ pub struct Context<'a> {
     pub accounts: &'a HashMap<String, Account>,
     /// Login findings by registry host (only hosts whose login was tried and failed).
     pub logins: &'a BTreeMap<String, Finding>,
-    /// When we last wrote the Secret (`crate::pods::last_write`).
-    pub last_write: Option<Time>,
 }
 
 /// The pods' findings, those of one controller merged into one with a count.
@@ -61,7 +58,6 @@ pub fn pod_findings(pods: &[Pod], cx: &Context<'_>) -> Vec<Finding> {
                 pod,
                 &RecoveryContext {
                     secret_name: cx.secret_name,
-                    last_write: cx.last_write.clone(),
                     managed: cx.managed,
                     accounts: cx.accounts,
                 },

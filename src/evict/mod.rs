@@ -8,10 +8,13 @@
 //! from what this run wrote: pods past one run's ECR_REFRESH_EVICT_LIMIT are evicted by the
 //! next, which may write nothing.
 //!
-//! Per namespace: a GET of the Secret (when we last wrote it), a LIST of the unfinished pods, a
-//! GET of each ServiceAccount a stuck pod runs as, and a POST of each eviction (the Eviction
-//! API: PodDisruptionBudgets hold; a 429 leaves the pod for the next run). One log line per pod
-//! considered, with its outcome: `evicted`, `would-evict` (dry run) or `left`, and why.
+//! Per namespace: a GET of the Secret (the hosts our last write recorded), a LIST of the
+//! unfinished pods, a GET of each ServiceAccount a stuck pod runs as, and a POST of each
+//! eviction (the Eviction API: PodDisruptionBudgets hold; a 429 leaves the pod for the next
+//! run). One log line per pod
+//! considered, with its outcome: `evicted`, `would-evict` (dry run) or `left`, and why. A dry
+//! run judges as if its own writes had happened: a ServiceAccount it would have given the
+//! Secret counts as listing it.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -22,7 +25,7 @@ use tracing::{info, warn};
 use crate::cluster::pods;
 use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
-use crate::pods::{Account, Managed, Recovery, RecoveryContext, last_write, recovery};
+use crate::pods::{Account, Managed, Recovery, RecoveryContext, recovery};
 use crate::report::{Evictions, PodOutcome};
 use crate::run::stop::Stop;
 
@@ -34,6 +37,9 @@ pub struct Evictor<'a> {
     /// AWS_REGION: the caller's own registry's, when none is configured.
     pub region: Option<String>,
     pub limit: usize,
+    /// (namespace, account) of the ServiceAccounts this dry run would have given the Secret:
+    /// judged as listing it, so that the preview says what the real run would do.
+    pub would_add: BTreeSet<(String, String)>,
 }
 
 impl Evictor<'_> {
@@ -89,7 +95,6 @@ impl Evictor<'_> {
         let accounts = self.accounts(namespace, &stuck, secret_name).await;
         let cx = RecoveryContext {
             secret_name,
-            last_write: secret.as_ref().and_then(last_write),
             managed: &managed,
             accounts: &accounts,
         };
@@ -101,7 +106,7 @@ impl Evictor<'_> {
             let owner = crate::pods::owner(pod);
             let (outcome, reason) = match decision {
                 Recovery::Left { reason } => (PodOutcome::Left, reason),
-                Recovery::Evict { reason } if tally.evicted + tally.would_evict >= self.limit => (
+                Recovery::Evict { reason } if tally.spent() >= self.limit => (
                     PodOutcome::Left,
                     format!(
                         "{reason}; not evicted: this run reached ECR_REFRESH_EVICT_LIMIT={}, the \
@@ -125,6 +130,20 @@ impl Evictor<'_> {
                                  again"
                             ),
                         ),
+                        // Sent, and no answer came: it may have gone through. Counted
+                        // against the limit, so that the limit holds whatever the network does.
+                        Err(e) if unanswered(&e) => {
+                            tally.unanswered += 1;
+                            (
+                                PodOutcome::Left,
+                                format!(
+                                    "{reason}; the eviction got no answer ({e}): it may have gone \
+                                     through, and counts against ECR_REFRESH_EVICT_LIMIT={}; the \
+                                     next run looks at the pod again",
+                                    self.limit
+                                ),
+                            )
+                        }
                         Err(e) => (
                             PodOutcome::Left,
                             format!("{reason}; not evicted: {e}{}", hint(&e)),
@@ -180,11 +199,21 @@ impl Evictor<'_> {
         for name in names {
             let account = match retry::send("get serviceaccount", || api.get_opt(name)).await {
                 Ok(Some(sa)) => Account::Found {
-                    lists_secret: crate::pods::account_references(&sa, secret),
+                    lists_secret: crate::pods::account_references(&sa, secret)
+                        || self
+                            .would_add
+                            .contains(&(namespace.to_owned(), name.to_owned())),
                 },
                 Ok(None) => Account::Missing,
                 Err(e) => {
-                    warn!(namespace, serviceaccount = name, error = %e,
+                    // Whether it lists the Secret is the decision (pods::recovery).
+                    let hint = if e.code() == Some(403) {
+                        " (grant get on the ServiceAccount: the service-accounts component, or \
+                         the chart's serviceAccounts, does for the accounts it manages)"
+                    } else {
+                        ""
+                    };
+                    warn!(namespace, serviceaccount = name, error = %e, hint,
                         "a ServiceAccount could not be read: its pods are not evicted");
                     Account::Unknown
                 }
@@ -193,6 +222,13 @@ impl Evictor<'_> {
         }
         found
     }
+}
+
+/// Whether an eviction got no answer: none in time, or the connection failed on the way
+/// (refused, reset, cut mid-answer, an attempt's read timeout). The server may have evicted
+/// the pod; the client cannot tell which of these happened before the request arrived.
+fn unanswered(e: &RequestError) -> bool {
+    matches!(e, RequestError::Timeout(_) | RequestError::Client(_))
 }
 
 /// What to do about a refusal: the rights come with the option's component.

@@ -9,11 +9,11 @@ mod recovery;
 use std::collections::HashMap;
 use std::str::FromStr;
 
-use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, ServiceAccount};
 
 use crate::aws::registry::RegistryHost;
 use crate::pull_secret::due;
-pub use recovery::{Cause, Recovery, RecoveryContext, cause, last_write, recovery};
+pub use recovery::{Cause, Recovery, RecoveryContext, cause, recovery};
 
 /// The waiting reasons of a container whose image could not be pulled (kubelet's
 /// pkg/kubelet/images: ErrImagePull, then ImagePullBackOff while it backs off).
@@ -190,17 +190,56 @@ pub fn owner(pod: &Pod) -> String {
         .unwrap_or_else(|| format!("Pod/{}", pod.metadata.name.as_deref().unwrap_or_default()))
 }
 
-/// Containers waiting on a pull: (container, reason, the kubelet's message).
+/// Containers waiting on a pull: (container, reason, the kubelet's message), ephemeral
+/// containers (`kubectl debug`) included: check reports every one.
 pub fn stuck(pod: &Pod) -> Vec<(String, String, String)> {
     let Some(status) = &pod.status else {
         return Vec::new();
     };
-    status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(status.container_statuses.iter().flatten())
-        .chain(status.ephemeral_container_statuses.iter().flatten())
+    waiting_on_pull(
+        status
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .chain(status.container_statuses.iter().flatten())
+            .chain(status.ephemeral_container_statuses.iter().flatten()),
+    )
+}
+
+/// The init and regular containers waiting on a pull: the ones a replacement pod would pull
+/// again. Never an ephemeral container: a replacement has none.
+pub fn stuck_in_template(pod: &Pod) -> Vec<(String, String, String)> {
+    let Some(status) = &pod.status else {
+        return Vec::new();
+    };
+    waiting_on_pull(
+        status
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .chain(status.container_statuses.iter().flatten()),
+    )
+}
+
+/// Whether every regular container of the pod runs: such a pod serves, whatever an ephemeral
+/// or a sidecar container waits on.
+pub fn serving(pod: &Pod) -> bool {
+    let (Some(spec), Some(status)) = (&pod.spec, &pod.status) else {
+        return false;
+    };
+    let statuses = status.container_statuses.as_deref().unwrap_or_default();
+    !spec.containers.is_empty()
+        && spec.containers.iter().all(|c| {
+            statuses.iter().any(|s| {
+                s.name == c.name && s.state.as_ref().is_some_and(|st| st.running.is_some())
+            })
+        })
+}
+
+fn waiting_on_pull<'a>(
+    statuses: impl Iterator<Item = &'a ContainerStatus>,
+) -> Vec<(String, String, String)> {
+    statuses
         .filter_map(|s| {
             let waiting = s.state.as_ref()?.waiting.as_ref()?;
             let reason = waiting.reason.as_deref()?;

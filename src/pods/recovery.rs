@@ -3,18 +3,23 @@
 //! recover a pod.
 //!
 //! Decided from the pod's state alone, not from what this run wrote: pods past one run's
-//! ECR_REFRESH_EVICT_LIMIT are evicted by the next, which writes nothing.
+//! ECR_REFRESH_EVICT_LIMIT are evicted by the next, which writes nothing. Nor from when the
+//! Secret was written: only a pod that lists no imagePullSecrets, whose ServiceAccount now
+//! lists the Secret, needs an eviction (a pod listing the Secret pulls with it at its next
+//! retry), so check reads nothing more on either of its read paths than the eviction does.
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{Pod, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::core::v1::Pod;
 
-use super::{Account, Managed, ecr_images, not_wired, references_directly, service_account, stuck};
-use crate::pull_secret::FIELD_MANAGER;
+use super::{
+    Account, Managed, ecr_images, not_wired, references_directly, service_account, serving,
+    stuck_in_template,
+};
 
-/// The owners whose controllers recreate an evicted pod.
-pub const CONTROLLERS: &[&str] = &["ReplicaSet", "StatefulSet", "DaemonSet", "Job"];
+/// The owners whose controllers recreate an evicted pod, as it was. A Job recreates one too,
+/// but counts the eviction as a failed pod against its backoffLimit: its pods are left.
+pub const CONTROLLERS: &[&str] = &["ReplicaSet", "StatefulSet", "DaemonSet"];
 
 /// Why a pull failed, read from the kubelet's message (`waiting.message`). The kubelet quotes
 /// the runtime's error (containerd's resolver: `authorization failed: no basic auth
@@ -36,43 +41,40 @@ pub enum Cause {
     Unknown,
 }
 
-/// Why the kubelet's message says a pull failed.
+/// Why the kubelet's message says a pull failed: by the registry's answer, never by the
+/// references the message quotes. The image reference and the URL the runtime asked hold
+/// numbers (an account id such as 140123456789, a tag `v1.401.0`, a digest) but no space, so
+/// only a word of its own (`401`, `Unauthorized`, trimmed of the punctuation around it) or a
+/// phrase of words (`no basic auth credentials`) is read as the answer.
 pub fn cause(message: &str) -> Cause {
-    let m = message.to_ascii_lowercase();
-    if m.contains("authorization token has expired")
-        || m.contains("401")
-        || m.contains("unauthorized")
-        || m.contains("no basic auth credentials")
-        || m.contains("authentication required")
-    {
+    let lower = message.to_ascii_lowercase();
+    let words: Vec<&str> = lower
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let text = format!(" {} ", words.join(" "));
+    let says = |phrases: &[&str]| phrases.iter().any(|p| text.contains(&format!(" {p} ")));
+    if says(&[
+        "401",
+        "unauthorized",
+        "no basic auth credentials",
+        "authorization token has expired",
+        "authentication required",
+    ]) {
         Cause::Credentials
-    } else if m.contains("not found") || m.contains("manifest unknown") || m.contains("404") {
+    } else if says(&["404", "not found", "manifest unknown", "name unknown"]) {
         Cause::NotFound
-    } else if m.contains("403") || m.contains("denied") || m.contains("forbidden") {
+    } else if says(&["403", "denied", "forbidden"]) {
         Cause::Denied
     } else {
         Cause::Unknown
     }
 }
 
-/// When we last wrote the Secret: the latest time of our field manager's entries in its
-/// managedFields (a server-side apply's, or the create's), or None if we never wrote it.
-pub fn last_write(secret: &Secret) -> Option<Time> {
-    secret
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|f| f.manager.as_deref() == Some(FIELD_MANAGER))
-        .filter_map(|f| f.time.clone())
-        .max_by_key(|t| t.0)
-}
-
 /// What a pod's recovery is held against.
 pub struct RecoveryContext<'a> {
     pub secret_name: &'a str,
-    /// When we last wrote the Secret ([`last_write`]); None: it does not exist or is not ours.
-    pub last_write: Option<Time>,
     pub managed: &'a Managed,
     pub accounts: &'a HashMap<String, Account>,
 }
@@ -87,11 +89,19 @@ pub enum Recovery {
 }
 
 /// Whether evicting `pod` would let it pull. None: it is not ours to touch (not stuck, stuck on
-/// another registry or for another reason than the credentials, or it pulled with the Secret as
-/// it is now).
+/// another registry or for another reason than the credentials, or it lists the Secret itself
+/// and pulls with it at its next retry).
+///
+/// Never touched, whatever the rest says: a pod whose regular containers all run (it serves;
+/// a sidecar's or a debug container's pull is no reason to stop it), and a pod stuck only in
+/// an ephemeral container (`kubectl debug`: a replacement has none, so evicting it would only
+/// stop the app). Both stay in check's findings (`super::stuck`).
 pub fn recovery(pod: &Pod, cx: &RecoveryContext<'_>) -> Option<Recovery> {
+    if serving(pod) {
+        return None;
+    }
     let images = ecr_images(pod);
-    let waiting = stuck(pod);
+    let waiting = stuck_in_template(pod);
     if waiting.is_empty() {
         return None;
     }
@@ -108,6 +118,16 @@ pub fn recovery(pod: &Pod, cx: &RecoveryContext<'_>) -> Option<Recovery> {
         return None;
     }
     let secret = cx.secret_name;
+    // Never touched: a pod that lists the Secret itself. The kubelet reads a pod's pull Secrets
+    // at every sync, so it pulls with the Secret as it is now at its next retry (the image
+    // back-off: 10 s, doubling to 300 s; tests/node/evict.rs times it). An eviction would save
+    // at most that back-off, and a Job counts it as a failure.
+    if references_directly(pod, secret) {
+        return None;
+    }
+    // The one case nothing else recovers: a ServiceAccount's list reaches a pod only when it is
+    // created and lists none of its own (the ServiceAccount admission plugin), so a pod created
+    // before its ServiceAccount listed the Secret never gets it; a replacement does.
     let own_empty = pod
         .spec
         .as_ref()
@@ -118,29 +138,18 @@ pub fn recovery(pod: &Pod, cx: &RecoveryContext<'_>) -> Option<Recovery> {
             cx.accounts.get(service_account(pod)),
             Some(Account::Found { lists_secret: true })
         );
-    let evict = if wired_by_account {
-        format!(
-            "it lists no imagePullSecrets and was created before its ServiceAccount {} listed \
-             {secret}; a replacement gets {secret} from the ServiceAccount",
-            service_account(pod)
-        )
-    } else if references_directly(pod, secret) {
-        let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        match (created, cx.last_write.as_ref().map(|t| t.0)) {
-            (Some(created), Some(written)) if created < written => format!(
-                "it lists {secret} and was created before {secret}'s last write, so it pulled \
-                 while the Secret was missing or stale"
-            ),
-            // It pulled with the Secret as it is now: no eviction changes that.
-            _ => return None,
-        }
-    } else {
+    if !wired_by_account {
         let why = not_wired(pod, secret, cx.accounts)
             .unwrap_or_else(|| format!("it does not pull with {secret}"));
         return Some(Recovery::Left {
             reason: format!("a replacement would not carry {secret}: {why}"),
         });
-    };
+    }
+    let evict = format!(
+        "it lists no imagePullSecrets and was created before its ServiceAccount {} listed \
+         {secret}; a replacement gets {secret} from the ServiceAccount",
+        service_account(pod)
+    );
     let controller = pod
         .metadata
         .owner_references
@@ -151,6 +160,16 @@ pub fn recovery(pod: &Pod, cx: &RecoveryContext<'_>) -> Option<Recovery> {
         Some(o) if CONTROLLERS.contains(&o.kind.as_str()) => {
             Some(Recovery::Evict { reason: evict })
         }
+        Some(o) if o.kind == "Job" => Some(Recovery::Left {
+            reason: format!(
+                "its controller is a Job ({}), which counts an evicted or deleted pod as a \
+                 failure against its backoffLimit (with backoffLimit: 0 the Job fails instead of \
+                 recovering); a new pod would pull ({evict}): if the Job may fail once more, \
+                 delete the pod (kubectl delete pod); else run the Job again (a CronJob's next \
+                 run creates pods that carry {secret})",
+                o.name
+            ),
+        }),
         Some(o) => Some(Recovery::Left {
             reason: format!(
                 "its controller is a {} ({}), which ecr-refresh does not count on to recreate \
@@ -209,6 +228,104 @@ mod tests {
         }
     }
 
+    /// The kubelet's message quotes the image reference (in the message, and in the URL the
+    /// runtime asked): an account id, a tag or a digest holding 401 (or 403, 404) says nothing
+    /// about the registry's answer. Each message containerd 2 gives (core/remotes/docker:
+    /// resolver.go, authorizer.go, fetcher.go, errcode.go; internal/cri/server/images), as
+    /// ErrImagePull and as kubelet 1.37 quotes it in ImagePullBackOff, with such references.
+    #[test]
+    fn numbers_in_the_quoted_reference_are_not_the_registry_s_answer() {
+        let digest = "sha256:4010401040104010401040104010401040104010401040104010401040104010";
+        // (host, repository, tag or digest, how the reference joins them)
+        let references = [
+            (
+                "140123456789.dkr.ecr.us-east-1.amazonaws.com",
+                "app",
+                "1",
+                ":",
+            ),
+            (
+                "123456789012.dkr.ecr.us-east-1.amazonaws.com",
+                "app",
+                "v1.401.0",
+                ":",
+            ),
+            (
+                "123456789012.dkr.ecr.us-east-1.amazonaws.com",
+                "app",
+                digest,
+                "@",
+            ),
+            (
+                "140140140140.dkr.ecr.us-east-1.amazonaws.com",
+                "api-401",
+                "v1.401.0-rc.403",
+                ":",
+            ),
+            (
+                "140140140140.dkr.ecr.us-east-1.amazonaws.com",
+                "x403/y404",
+                digest,
+                "@",
+            ),
+        ];
+        // containerd 2's messages: `{ref}` the image, `{url}` a manifest's URL, `{blob}` a blob's.
+        let messages = [
+            (
+                r#"failed to pull and unpack image "{ref}": failed to resolve image: {ref}: not found"#,
+                Cause::NotFound,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to resolve reference "{ref}": {ref}: not found"#,
+                Cause::NotFound,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to resolve image: pull access denied, repository does not exist or may require authorization: authorization failed: no basic auth credentials"#,
+                Cause::Credentials,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to resolve image: unexpected status from HEAD request to {url}: 401 Unauthorized"#,
+                Cause::Credentials,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to copy: httpReadSeeker: failed open: unexpected status code {blob}: 401 Unauthorized"#,
+                Cause::Credentials,
+            ),
+            (
+                "failed to pull and unpack image \"{ref}\": failed to resolve image: unexpected status from HEAD request to {url}: 403 Forbidden\ndenied: Your authorization token has expired. Reauthenticate and try again.",
+                Cause::Credentials,
+            ),
+            (
+                "failed to pull and unpack image \"{ref}\": failed to resolve image: unexpected status from HEAD request to {url}: 403 Forbidden\ndenied: User: arn:aws:sts::140123456789:assumed-role/node/i-1 is not authorized to perform: ecr:BatchGetImage on resource",
+                Cause::Denied,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to copy: httpReadSeeker: failed open: could not fetch content descriptor sha256:4010 (application/vnd.oci.image.layer.v1.tar+gzip) from remote: not found"#,
+                Cause::NotFound,
+            ),
+            (
+                r#"failed to pull and unpack image "{ref}": failed to resolve image: failed to do request: Head "{url}": dial tcp 10.0.40.1:443: i/o timeout"#,
+                Cause::Unknown,
+            ),
+        ];
+        for (host, repository, tag, join) in references {
+            let reference = format!("{host}/{repository}{join}{tag}");
+            let url = format!("https://{host}/v2/{repository}/manifests/{tag}");
+            let blob = format!("https://{host}/v2/{repository}/blobs/{digest}");
+            for (template, expected) in &messages {
+                let pulled = template
+                    .replace("{ref}", &reference)
+                    .replace("{url}", &url)
+                    .replace("{blob}", &blob);
+                let backoff =
+                    format!("Back-off pulling image \"{reference}\": ErrImagePull: {pulled}");
+                for message in [pulled, backoff] {
+                    assert_eq!(cause(&message), *expected, "{message}");
+                }
+            }
+        }
+    }
+
     const HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
     const SECRET: &str = "aws-ecr-token";
     const UNAUTHORIZED: &str = "failed to resolve reference: 401 Unauthorized";
@@ -243,7 +360,7 @@ mod tests {
         .unwrap()
     }
 
-    fn decide(pod: &Pod, account_lists: Option<bool>, written: Option<&str>) -> Option<Recovery> {
+    fn decide(pod: &Pod, account_lists: Option<bool>) -> Option<Recovery> {
         let accounts = account_lists
             .map(|lists_secret| (String::from("default"), Account::Found { lists_secret }))
             .into_iter()
@@ -251,7 +368,6 @@ mod tests {
         let managed = managed();
         let cx = RecoveryContext {
             secret_name: SECRET,
-            last_write: written.map(|w| serde_json::from_value(serde_json::json!(w)).unwrap()),
             managed: &managed,
             accounts: &accounts,
         };
@@ -267,41 +383,56 @@ mod tests {
     }
 
     const T0: &str = "2026-01-01T00:00:00Z";
-    const T1: &str = "2026-01-01T00:10:00Z";
-    const T2: &str = "2026-01-01T00:20:00Z";
 
     #[test]
     fn a_controlled_pod_without_a_list_is_evicted_once_its_service_account_lists_the_secret() {
         let image = format!("{HOST}/app:1");
         let p = pod(&image, UNAUTHORIZED, &[], Some("ReplicaSet"), T0);
-        assert!(evicts(&decide(&p, Some(true), Some(T1))));
+        assert!(evicts(&decide(&p, Some(true))));
         // Its ServiceAccount does not list the Secret: a replacement would not carry it.
-        assert!(left(&decide(&p, Some(false), Some(T1))));
+        assert!(left(&decide(&p, Some(false))));
         for kind in CONTROLLERS {
             let p = pod(&image, UNAUTHORIZED, &[], Some(kind), T0);
-            assert!(evicts(&decide(&p, Some(true), Some(T1))), "{kind}");
+            assert!(evicts(&decide(&p, Some(true))), "{kind}");
         }
     }
 
+    /// A pod that lists the Secret recovers on its own: the kubelet reads its pull Secrets at
+    /// every retry (tests/node/evict.rs). Never evicted, and no line, whatever its owner,
+    /// ServiceAccount or age.
     #[test]
-    fn a_pod_listing_the_secret_is_evicted_only_if_it_pulled_before_the_last_write() {
+    fn a_pod_listing_the_secret_is_never_evicted() {
         let image = format!("{HOST}/app:1");
-        let before = pod(&image, UNAUTHORIZED, &[SECRET], Some("StatefulSet"), T0);
-        assert!(evicts(&decide(&before, None, Some(T1))));
-        let after = pod(&image, UNAUTHORIZED, &[SECRET], Some("StatefulSet"), T2);
-        assert_eq!(
-            decide(&after, None, Some(T1)),
-            None,
-            "it pulled with the Secret as it is"
-        );
-        assert_eq!(decide(&before, None, None), None, "never written by us");
+        for kind in CONTROLLERS.iter().chain(&["Job"]) {
+            for lists in [None, Some(true), Some(false)] {
+                let p = pod(&image, UNAUTHORIZED, &[SECRET], Some(kind), T0);
+                assert_eq!(decide(&p, lists), None, "{kind} {lists:?}");
+                let both = pod(&image, UNAUTHORIZED, &["theirs", SECRET], Some(kind), T0);
+                assert_eq!(decide(&both, lists), None, "{kind} {lists:?}");
+            }
+        }
+    }
+
+    /// A Job counts an evicted pod as a failure against its backoffLimit (a Job with
+    /// backoffLimit: 0 fails instead of recovering): its pod is left, with what to do.
+    #[test]
+    fn a_job_s_pod_is_left_with_what_to_do() {
+        let image = format!("{HOST}/app:1");
+        let p = pod(&image, UNAUTHORIZED, &[], Some("Job"), T0);
+        match decide(&p, Some(true)) {
+            Some(Recovery::Left { reason }) => assert!(
+                reason.contains("backoffLimit") && reason.contains("kubectl delete pod"),
+                "{reason}"
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn pods_an_eviction_would_not_recover_are_left_with_why() {
         let image = format!("{HOST}/app:1");
         let own = pod(&image, UNAUTHORIZED, &["theirs"], Some("ReplicaSet"), T0);
-        match decide(&own, Some(true), Some(T1)) {
+        match decide(&own, Some(true)) {
             Some(Recovery::Left { reason }) => {
                 assert!(
                     reason.contains("theirs") && reason.contains("pod template"),
@@ -311,24 +442,24 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let bare = pod(&image, UNAUTHORIZED, &[], None, T0);
-        match decide(&bare, Some(true), Some(T1)) {
+        match decide(&bare, Some(true)) {
             Some(Recovery::Left { reason }) => assert!(reason.contains("bare pod"), "{reason}"),
             other => panic!("{other:?}"),
         }
         let node = pod(&image, UNAUTHORIZED, &[], Some("Node"), T0);
-        assert!(left(&decide(&node, Some(true), Some(T1))));
+        assert!(left(&decide(&node, Some(true))));
     }
 
     #[test]
     fn pods_stuck_for_other_reasons_or_on_other_registries_are_not_touched() {
         let image = format!("{HOST}/app:1");
         let missing_tag = pod(&image, "h/app:1: not found", &[], Some("ReplicaSet"), T0);
-        assert_eq!(decide(&missing_tag, Some(true), Some(T1)), None);
+        assert_eq!(decide(&missing_tag, Some(true)), None);
         let denied = pod(&image, "403 Forbidden: denied", &[], Some("ReplicaSet"), T0);
-        assert_eq!(decide(&denied, Some(true), Some(T1)), None);
+        assert_eq!(decide(&denied, Some(true)), None);
         let other = "210987654321.dkr.ecr.us-east-1.amazonaws.com/app:1";
         let elsewhere = pod(other, UNAUTHORIZED, &[], Some("ReplicaSet"), T0);
-        assert_eq!(decide(&elsewhere, Some(true), Some(T1)), None);
+        assert_eq!(decide(&elsewhere, Some(true)), None);
         let hub = pod(
             "docker.io/library/nginx:1",
             UNAUTHORIZED,
@@ -336,7 +467,7 @@ mod tests {
             Some("ReplicaSet"),
             T0,
         );
-        assert_eq!(decide(&hub, Some(true), Some(T1)), None);
+        assert_eq!(decide(&hub, Some(true)), None);
         let mut running = pod(&image, UNAUTHORIZED, &[], Some("ReplicaSet"), T0);
         running
             .status
@@ -346,21 +477,72 @@ mod tests {
             .as_mut()
             .unwrap()[0]
             .state = None;
-        assert_eq!(decide(&running, Some(true), Some(T1)), None);
+        assert_eq!(decide(&running, Some(true)), None);
     }
 
+    /// A `kubectl debug` container on our registry, stuck for want of credentials, beside an
+    /// app that runs: a replacement never has ephemeral containers, so an eviction only stops
+    /// the app. And a native sidecar (a restartable init container) stuck on its restart's
+    /// pull while the app runs: an eviction would stop a pod that serves. Neither is evicted;
+    /// `stuck` still names the containers, for check's findings.
     #[test]
-    fn the_last_write_is_our_field_manager_s_latest_entry() {
-        let secret: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": SECRET, "managedFields": [
-                {"manager": "ecr-refresh", "operation": "Update", "time": T0},
-                {"manager": "kubectl", "operation": "Update", "time": T2},
-                {"manager": "ecr-refresh", "operation": "Apply", "time": T1},
-            ]},
-        }))
-        .unwrap();
-        let expected: Time = serde_json::from_value(serde_json::json!(T1)).unwrap();
-        assert_eq!(last_write(&secret), Some(expected));
-        assert_eq!(last_write(&Secret::default()), None);
+    fn a_pod_whose_regular_containers_run_is_never_evicted_for_a_debug_or_sidecar_container() {
+        let image = format!("{HOST}/app:1");
+        let tools = format!("{HOST}/tools:1");
+        let running = serde_json::json!({"running": {"startedAt": T0}});
+        let waiting = serde_json::json!({"waiting": {"reason": "ImagePullBackOff",
+            "message": UNAUTHORIZED}});
+        let status = |name: &str, image: &str, state: &serde_json::Value| {
+            serde_json::json!({"name": name, "image": image, "imageID": "", "ready": false,
+                "restartCount": 0, "state": state})
+        };
+
+        let mut debugged = pod(&image, UNAUTHORIZED, &[], Some("ReplicaSet"), T0);
+        let spec = debugged.spec.as_mut().unwrap();
+        spec.ephemeral_containers = Some(vec![
+            serde_json::from_value(serde_json::json!({"name": "debugger", "image": tools,
+                "targetContainerName": "app"}))
+            .unwrap(),
+        ]);
+        let pod_status = debugged.status.as_mut().unwrap();
+        pod_status.phase = Some("Running".into());
+        pod_status.container_statuses = Some(vec![
+            serde_json::from_value(status("app", &image, &running)).unwrap(),
+        ]);
+        pod_status.ephemeral_container_statuses = Some(vec![
+            serde_json::from_value(status("debugger", &tools, &waiting)).unwrap(),
+        ]);
+        assert_eq!(decide(&debugged, Some(true)), None, "{debugged:?}");
+        assert_eq!(
+            super::super::stuck(&debugged)
+                .into_iter()
+                .map(|(c, ..)| c)
+                .collect::<Vec<_>>(),
+            ["debugger"],
+            "check still reports the debug container"
+        );
+        // The app itself stuck as well: the pod is evicted for the app, not the debugger.
+        let pod_status = debugged.status.as_mut().unwrap();
+        pod_status.phase = Some("Pending".into());
+        pod_status.container_statuses = Some(vec![
+            serde_json::from_value(status("app", &image, &waiting)).unwrap(),
+        ]);
+        assert!(evicts(&decide(&debugged, Some(true))));
+
+        let mut sidecar = pod(&image, UNAUTHORIZED, &[], Some("ReplicaSet"), T0);
+        sidecar.spec.as_mut().unwrap().init_containers = Some(vec![
+            serde_json::from_value(serde_json::json!({"name": "proxy", "image": tools,
+                "restartPolicy": "Always"}))
+            .unwrap(),
+        ]);
+        let pod_status = sidecar.status.as_mut().unwrap();
+        pod_status.phase = Some("Running".into());
+        pod_status.container_statuses = Some(vec![
+            serde_json::from_value(status("app", &image, &running)).unwrap(),
+        ]);
+        pod_status.init_container_statuses = Some(vec![
+            serde_json::from_value(status("proxy", &tools, &waiting)).unwrap(),
+        ]);
+        assert_eq!(decide(&sidecar, Some(true)), None, "{sidecar:?}");
     }
 }

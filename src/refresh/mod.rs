@@ -124,6 +124,9 @@ struct Shared<'a> {
     /// The namespaces whose Secret stands after the run (written, or fresh): where
     /// ECR_REFRESH_EVICT_STUCK_PODS looks for stuck pods.
     standing: std::sync::Mutex<Vec<String>>,
+    /// (namespace, account) of every ServiceAccount a dry run would have given the Secret:
+    /// its eviction preview judges them as listing it, as the real run would.
+    would_add: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
 }
 
 /// The cluster and the first namespace page, then every namespace.
@@ -157,6 +160,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         accounts_added: std::sync::Mutex::default(),
         dropped_registries: std::sync::Mutex::default(),
         standing: std::sync::Mutex::default(),
+        would_add: std::sync::Mutex::default(),
     };
     let mut report = refresh_all(&shared, prepared.pages, prepared.first).await;
     log_dropped(
@@ -195,7 +199,13 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
             .map(|mut n| std::mem::take(&mut *n))
             .unwrap_or_default();
         namespaces.sort();
-        report.evictions = Some(evict_stuck_pods(config, region, limit, &namespaces, &stop).await);
+        let would_add = shared
+            .would_add
+            .lock()
+            .map(|mut a| std::mem::take(&mut *a))
+            .unwrap_or_default();
+        report.evictions =
+            Some(evict_stuck_pods(config, region, limit, &namespaces, would_add, &stop).await);
     }
     // No token fetched (nothing was due): no registries or expiry to report.
     let summary = tokens
@@ -216,6 +226,7 @@ async fn evict_stuck_pods(
     region: Option<String>,
     limit: usize,
     namespaces: &[String],
+    would_add: std::collections::BTreeSet<(String, String)>,
     stop: &Stop,
 ) -> Evictions {
     let client = match client::connect_without_throttle_retries().await {
@@ -230,6 +241,7 @@ async fn evict_stuck_pods(
         client,
         region,
         limit,
+        would_add,
     };
     evictor.run(namespaces, stop).await
 }
@@ -533,6 +545,11 @@ async fn write_namespace(
                 && let Ok(mut added) = shared.accounts_added.lock()
             {
                 added.push(format!("{namespace}/{account}"));
+            }
+            if outcome == AccountOutcome::WouldAdd
+                && let Ok(mut would_add) = shared.would_add.lock()
+            {
+                would_add.insert((namespace.to_owned(), account.as_str().to_owned()));
             }
             accounts.push(outcome);
             account_notes.push(format!("{account}:{}", outcome.as_str()));

@@ -1084,3 +1084,106 @@ fn a_stuck_pod_the_eviction_would_recover_is_pointed_at_the_option() {
         "a bare pod: {b}"
     );
 }
+
+/// Check and the eviction agree, on both ways the Secrets are read (one list, which keeps
+/// items lean, or a GET per namespace): for each kind of stuck pod, the check says
+/// "ECR_REFRESH_EVICT_STUCK_PODS=true would recover it" exactly where a dry run with the
+/// option says `would-evict`. One namespace per pod; every ServiceAccount lists the Secret.
+#[test]
+fn check_and_the_eviction_agree_on_both_read_paths() {
+    let h = Harness::new();
+    let image = format!("{REGISTRY}/web:1");
+    let tools = format!("{REGISTRY}/tools:1");
+    let message = format!(
+        "Back-off pulling image \"{image}\": ErrImagePull: failed to pull and unpack image \
+         \"{image}\": failed to resolve image: unexpected status from HEAD request to \
+         https://{REGISTRY}/v2/web/manifests/1: 401 Unauthorized"
+    );
+    let waiting = json!({"waiting": {"reason": "ImagePullBackOff", "message": message}});
+    let running = json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}});
+    let status = |name: &str, image: &str, state: &Value| {
+        json!({"name": name, "image": image, "imageID": "", "ready": false,
+            "restartCount": 0, "state": state})
+    };
+    // (namespace, the pod, its status, whether an eviction recovers it)
+    let early = pods::pod("ev-early", "web-1", &image, Some("web-7d9f8"));
+    let mut lists = pods::pod("ev-lists", "web-1", &image, Some("web-7d9f8"));
+    lists["spec"]["imagePullSecrets"] = json!([{"name": SECRET}]);
+    let bare = pods::pod("ev-bare", "web-1", &image, None);
+    let mut job = pods::pod("ev-job", "web-1", &image, Some("nightly"));
+    job["metadata"]["ownerReferences"][0]["apiVersion"] = json!("batch/v1");
+    job["metadata"]["ownerReferences"][0]["kind"] = json!("Job");
+    let mut debug = pods::pod("ev-debug", "web-1", &image, Some("web-7d9f8"));
+    debug["spec"]["ephemeralContainers"] =
+        json!([{"name": "debugger", "image": tools, "targetContainerName": "app"}]);
+    let stuck = json!({"phase": "Pending", "containerStatuses": [status("app", &image, &waiting)]});
+    let rows = [
+        ("ev-early", early, stuck.clone(), true),
+        ("ev-lists", lists, stuck.clone(), false),
+        ("ev-bare", bare, stuck.clone(), false),
+        ("ev-job", job, stuck.clone(), false),
+        (
+            "ev-debug",
+            debug,
+            json!({"phase": "Running",
+                "containerStatuses": [status("app", &image, &running)],
+                "ephemeralContainerStatuses": [status("debugger", &tools, &waiting)]}),
+            false,
+        ),
+    ];
+    let names: Vec<&str> = rows.iter().map(|(ns, ..)| *ns).collect();
+    h.namespaces(&names);
+    for (ns, pod, status, _) in &rows {
+        h.cluster
+            .seed(Resource::Pods, pod.clone(), "kube-controller-manager");
+        h.cluster.set_pod_status(ns, "web-1", status.clone());
+        wire_default(&h, ns);
+    }
+    // The Secret written after the pods were created (times are whole seconds): a pod that
+    // lists it pulled while it was missing.
+    std::thread::sleep(Duration::from_millis(1100));
+    h.run(&[]).expect_code(0);
+
+    let by_list = check(&h, &[]);
+    let literal = names.join(",");
+    let by_name = check(&h, &[("ECR_REFRESH_NAMESPACES", literal.as_str())]);
+    assert_eq!(by_list.lines[0]["read"], "list", "{}", by_list.stdout);
+    assert_eq!(
+        by_name.lines[0]["read"], "per-namespace",
+        "{}",
+        by_name.stdout
+    );
+    let dry = h.run(&[
+        ("ECR_REFRESH_DRY_RUN", "true"),
+        ("ECR_REFRESH_EVICT_STUCK_PODS", "true"),
+    ]);
+    dry.expect_code(0);
+
+    let mut seen = Vec::new();
+    let mut expected = Vec::new();
+    for (ns, _, _, recovers) in &rows {
+        let recover = |run: &Run| {
+            run.findings(ns)
+                .contains("ECR_REFRESH_EVICT_STUCK_PODS=true would recover it")
+        };
+        let evicts = dry
+            .lines
+            .iter()
+            .any(|l| l["namespace"] == *ns && l["pod"] == "web-1" && l["outcome"] == "would-evict");
+        seen.push((*ns, recover(&by_list), recover(&by_name), evicts));
+        expected.push((*ns, *recovers, *recovers, *recovers));
+    }
+    assert_eq!(
+        seen, expected,
+        "(namespace, check by list, check by GET, dry-run would-evict)\nlist:\n{}\nGET:\n{}\n\
+         dry run:\n{}",
+        by_list.stdout, by_name.stdout, dry.stdout
+    );
+    for run in [&by_list, &by_name] {
+        let debug = run.findings("ev-debug");
+        assert!(
+            debug.contains(&tools),
+            "the debug container is still a finding: {debug}"
+        );
+    }
+}

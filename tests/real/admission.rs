@@ -535,11 +535,32 @@ fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
     }
 
     // Runs as the ServiceAccount with the option, under the component's RBAC and the
-    // policy: ReplicaSet pods that list the Secret and were created before the run wrote it,
-    // stuck on a pull for want of credentials, are evicted (no kubelet here: their status is
-    // the one a kubelet writes). Two of them, and ECR_REFRESH_EVICT_LIMIT=1: one is evicted,
-    // the other left for the next run, which evicts it (decided from the pod's state, not
-    // from what a run wrote).
+    // policy: ReplicaSet pods that list no imagePullSecrets, created before their
+    // ServiceAccount listed the Secret, stuck on a pull for want of credentials, are evicted
+    // (no kubelet here: their status is the one a kubelet writes). Two of them, and
+    // ECR_REFRESH_EVICT_LIMIT=1: one is evicted, the other left for the next run, which
+    // evicts it (decided from the pod's state, not from what a run wrote). The ServiceAccount
+    // is read with the rights the service-accounts component grants (get on `default`).
+    admin(
+        cp,
+        &["apply", "-f", "-"],
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "ServiceAccount",
+             "metadata": {"name": "default", "namespace": "ours"},
+             "imagePullSecrets": [{"name": SECRET}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+             "metadata": {"name": "read-default", "namespace": "ours"},
+             "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"],
+                        "resourceNames": ["default"], "verbs": ["get"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": "read-default", "namespace": "ours"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                         "name": "read-default"},
+             "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT.1,
+                           "namespace": SERVICE_ACCOUNT.0}]},
+        ]})
+        .to_string(),
+    );
     let image = format!("{REGISTRY}/web:1");
     let mut status = pods::back_off_status(&image);
     status["containerStatuses"][0]["state"]["waiting"]["message"] = json!(format!(
@@ -548,9 +569,7 @@ fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
     ));
     let patch = json!({ "status": status }).to_string();
     for name in ["web-1", "web-2"] {
-        let mut stuck = pods::pod("ours", name, &image, Some("web-7d9f8"));
-        stuck["spec"]["imagePullSecrets"] = json!([{ "name": SECRET }]);
-        create(cp, &[stuck]);
+        create(cp, &[pods::pod("ours", name, &image, Some("web-7d9f8"))]);
         admin(
             cp,
             &[
@@ -567,16 +586,6 @@ fn with_the_evict_rights_a_token_may_evict_a_pod_and_nothing_else() {
             "",
         );
     }
-    // Times are whole seconds: the run's write must come in a later second than the pods.
-    let created =
-        get(cp, "pod", "ours", "web-2").expect("a stuck pod")["metadata"]["creationTimestamp"]
-            .as_str()
-            .expect("a creation time")
-            .to_owned();
-    eventually("a second past the pods' creation", || {
-        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        (now > created).then_some(()).ok_or(now)
-    });
     let gone = |name: &str| match get(cp, "pod", "ours", name) {
         None => Ok(()),
         Some(p) if !p["metadata"]["deletionTimestamp"].is_null() => Ok(()),

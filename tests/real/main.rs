@@ -19,6 +19,8 @@ mod e2e;
 // Every `kubectl run` in the docs, accepted by the real server under restricted Pod Security;
 // README's Helm install and the book's upgrade and uninstall, run as written.
 mod docs;
+// ECR_REFRESH_EVICT_STUCK_PODS: what it never evicts, on the real server's pods.
+mod evict;
 // The Helm chart: renders as the kustomize manifests, installs, upgrades, holds and runs.
 mod chart;
 // The chart's install, upgrades, first run and uninstall, with the job and cronjob controllers.
