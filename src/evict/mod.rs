@@ -208,8 +208,8 @@ impl Evictor<'_> {
                 Err(e) => {
                     // Whether it lists the Secret is the decision (pods::recovery).
                     let hint = if e.code() == Some(403) {
-                        " (grant get on the ServiceAccount: the service-accounts component, or \
-                         the chart's serviceAccounts, does for the accounts it manages)"
+                        " (grant get on serviceaccounts: the evict-stuck-pods component and the \
+                         chart's evictStuckPods do, in the ecr-refresh-evict ClusterRole)"
                     } else {
                         ""
                     };

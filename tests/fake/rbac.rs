@@ -489,8 +489,9 @@ fn the_check_components_give_the_check_its_own_read_only_account_and_the_refresh
 }
 
 /// The evict-stuck-pods component: ECR_REFRESH_EVICT_STUCK_PODS=true, and a ClusterRole of
-/// its own, ecr-refresh-evict, bound to the refresh's ServiceAccount, with pods list and get
-/// and pods/eviction create only; the refresh's own ClusterRole gains nothing.
+/// its own, ecr-refresh-evict, bound to the refresh's ServiceAccount, with pods list and get,
+/// pods/eviction create and serviceaccounts get only (a stuck pod is evicted only when its
+/// ServiceAccount lists the Secret); the refresh's own ClusterRole gains nothing.
 #[test]
 #[ignore = "needs kubectl (bash .ci/test)"]
 fn the_evict_component_grants_pod_reads_and_evictions_in_a_role_of_its_own() {
@@ -518,6 +519,7 @@ fn the_evict_component_grants_pod_reads_and_evictions_in_a_role_of_its_own() {
             ("pods".to_owned(), "get".to_owned()),
             ("pods".to_owned(), "list".to_owned()),
             ("pods/eviction".to_owned(), "create".to_owned()),
+            ("serviceaccounts".to_owned(), "get".to_owned()),
         ],
         "{}",
         role[0]

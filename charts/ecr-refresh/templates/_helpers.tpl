@@ -593,4 +593,9 @@ or delete.
 - apiGroups: [""]
   resources: ["pods/eviction"]
   verbs: ["create"]
+# Read a stuck pod's ServiceAccount: only a pod with no imagePullSecrets of its own, whose
+# ServiceAccount now lists the Secret, is evicted (a pod listing it recovers by itself).
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get"]
 {{- end }}
