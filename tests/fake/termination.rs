@@ -24,21 +24,38 @@ fn termination_lines(run: &Run) -> Vec<&Value> {
 }
 
 /// The binary at the default termination log path, as a user who can't write /dev: as
-/// nobody when the tests run as root (root could create /dev/termination-log). Only the
-/// harness's files need to be readable for that.
+/// nobody when the tests run as root (root could create /dev/termination-log). Nobody must
+/// reach the binary and the harness's files: the binary is copied into the harness's
+/// directory, since the checkout may lie under one only root may enter (root's home, a
+/// `mktemp -d`).
 fn at_the_default_path(h: &Harness, env: &[(&str, &str)]) -> Command {
     let mut command = h.command(env);
     command.env_remove("ECR_REFRESH_TERMINATION_LOG");
     let root = std::fs::metadata("/proc/self").expect("/proc/self").uid() == 0;
-    if root {
-        for path in [h.dir.path(), h.kubeconfig()] {
-            let mode = if path.is_dir() { 0o755 } else { 0o644 };
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-                .expect("make the harness's files readable");
-        }
-        command.uid(65534).gid(65534);
+    if !root {
+        return command;
     }
-    command
+    for path in [h.dir.path(), h.kubeconfig()] {
+        let mode = if path.is_dir() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .expect("make the harness's files readable");
+    }
+    let copy = h.dir.path().join("ecr-refresh");
+    if !copy.exists() {
+        std::fs::copy(command.get_program(), &copy)
+            .expect("copy the binary where nobody reaches it");
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))
+            .expect("make the copy executable");
+    }
+    let mut as_nobody = Command::new(&copy);
+    as_nobody.env_clear().args(command.get_args());
+    for (key, value) in command.get_envs() {
+        if let Some(value) = value {
+            as_nobody.env(key, value);
+        }
+    }
+    as_nobody.uid(65534).gid(65534);
+    as_nobody
 }
 
 #[test]
