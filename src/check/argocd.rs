@@ -37,11 +37,11 @@ pub async fn check(
                 argocd = true,
                 registry = target.registry.host(),
                 expires_at,
-                result = "ok",
+                outcome = "ok",
                 "Argo CD Secret ok"
             );
         } else {
-            warn!(namespace, secret, argocd = true, registry = target.registry.host(), expires_at, findings = %kinds.join(","), detail = %detail.join("; "), result = "findings", "Argo CD Secret has findings");
+            warn!(namespace, secret, argocd = true, registry = target.registry.host(), expires_at, finding_kinds = %kinds.join(","), findings = %detail.join("; "), outcome = "findings", "Argo CD Secret has findings");
         }
         checked.push((secret.to_owned(), findings));
     }

@@ -427,7 +427,7 @@ async fn accounts(
             Ok(None) => Account::Missing,
             Err(e) => {
                 if !shared.accounts_refused.swap(true, Ordering::Relaxed) {
-                    warn!(%namespace, serviceaccount = name, error = %e,
+                    warn!(%namespace, service_account = name, error = %e,
                         "ServiceAccounts could not be read: the advice for pods not wired names none");
                 }
                 Account::Unknown
@@ -531,7 +531,7 @@ fn log_summary(tally: &Tally, elapsed_ms: u64) {
                 namespaces = tally.namespaces,
                 ok = tally.ok,
                 with_findings = tally.with_findings.len(),
-                findings = %kinds.join(","),
+                finding_kinds = %kinds.join(","),
                 pods_unchecked = tally.pods_unchecked,
                 unchecked = tally.unchecked,
                 listing_incomplete = tally.listing_incomplete,

@@ -213,7 +213,7 @@ impl Evictor<'_> {
                     } else {
                         ""
                     };
-                    warn!(namespace, serviceaccount = name, error = %e, hint,
+                    warn!(namespace, service_account = name, error = %e, hint,
                         "a ServiceAccount could not be read: its pods are not evicted");
                     Account::Unknown
                 }

@@ -250,7 +250,7 @@ impl<'a> Reads<'a> {
             listed.accounts.push(match kept {
                 Ok(kept) => Some(kept.into_iter().collect()),
                 Err(e) => {
-                    warn!(serviceaccount = account.as_str(), error = %e,
+                    warn!(service_account = account.as_str(), error = %e,
                         "ServiceAccounts of this name are read one namespace at a time: grant list on \
                          them by name (resourceNames; see manifests/) to read them in one list");
                     None

@@ -144,7 +144,7 @@ pub async fn run(config: &Config) -> u8 {
     let name = config.secret_name.as_str();
     let dry_run = config.dry_run;
     info!(
-        server = url,
+        api_server = url,
         secret = name,
         service_accounts = config
             .service_accounts

@@ -382,7 +382,7 @@ fn check_reports_each_argo_cd_secrets_expiry_and_a_missing_one_as_a_finding() {
         .iter()
         .find(|l| l["secret"] == FIRST_NAME && l["argocd"] == true)
         .unwrap();
-    assert_eq!(first["result"], "ok");
+    assert_eq!(first["outcome"], "ok");
     assert_eq!(first["expires_at"], expires.as_str());
 
     // Without its second registry's Secret: a finding, exit 1.
@@ -408,7 +408,7 @@ fn check_reports_each_argo_cd_secrets_expiry_and_a_missing_one_as_a_finding() {
         .iter()
         .find(|l| l["secret"] == "aws-ecr-token-999999999999-us-west-2")
         .unwrap();
-    assert_eq!(line["result"], "findings");
+    assert_eq!(line["outcome"], "findings");
     assert_eq!(
         h.cluster
             .requests()
