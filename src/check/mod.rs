@@ -15,7 +15,7 @@ mod login;
 mod metrics;
 mod pods;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -412,19 +412,12 @@ async fn accounts(
     using: &[&Pod],
     secret: &str,
 ) -> HashMap<String, Account> {
-    let names: BTreeSet<&str> = using
-        .iter()
-        .filter(|p| !pods::references_directly(p, secret))
-        .map(|p| pods::service_account(p))
-        .collect();
+    let names = crate::pods::deciding_accounts(using, secret);
     let api: Api<ServiceAccount> = Api::namespaced(shared.client.clone(), namespace);
     let mut found = HashMap::new();
-    for name in names {
-        let account = match retry::send("get serviceaccount", || api.get_opt(name)).await {
-            Ok(Some(sa)) => Account::Found {
-                lists_secret: pods::account_references(&sa, secret),
-            },
-            Ok(None) => Account::Missing,
+    for (name, read) in crate::cluster::pods::service_accounts(&api, names).await {
+        let account = match read {
+            Ok(sa) => Account::read(sa.as_ref(), secret),
             Err(e) => {
                 if !shared.accounts_refused.swap(true, Ordering::Relaxed) {
                     warn!(%namespace, service_account = name, error = %e,

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::findings::{Finding, Group, SecretState};
 pub use crate::pods::{
-    Account, EcrImage, Managed, Recovery, RecoveryContext, account_references, ecr_images,
-    not_wired, owner, recovery, references_directly, service_account, stuck,
+    Account, EcrImage, Managed, Recovery, RecoveryContext, ecr_images, not_wired, owner, recovery,
+    service_account, stuck,
 };
 
 /// Everything a namespace's pods are held against.

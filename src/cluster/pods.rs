@@ -1,6 +1,6 @@
 //! Pod requests: the unfinished pods of a namespace, and an eviction.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::Api;
 use kube::api::{EvictParams, ListParams};
 
@@ -50,4 +50,20 @@ pub async fn evict(api: &Api<Pod>, name: &str, uid: Option<&str>) -> Result<(), 
         Ok(Err(e)) => Err(RequestError::from(e)),
         Err(_) => Err(RequestError::Timeout(retry::CALL_TIMEOUT)),
     }
+}
+
+/// Each named ServiceAccount of `api`'s namespace, one GET each (None: it does not exist), in
+/// the order given.
+pub async fn service_accounts<'a>(
+    api: &Api<ServiceAccount>,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Vec<(&'a str, Result<Option<ServiceAccount>, RequestError>)> {
+    let mut read = Vec::new();
+    for name in names {
+        read.push((
+            name,
+            retry::send("get serviceaccount", || api.get_opt(name)).await,
+        ));
+    }
+    read
 }

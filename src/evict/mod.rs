@@ -189,22 +189,20 @@ impl Evictor<'_> {
         stuck: &[&Pod],
         secret: &str,
     ) -> HashMap<String, Account> {
-        let names: BTreeSet<&str> = stuck
-            .iter()
-            .filter(|p| !crate::pods::references_directly(p, secret))
-            .map(|p| crate::pods::service_account(p))
-            .collect();
+        let names = crate::pods::deciding_accounts(stuck, secret);
         let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
         let mut found = HashMap::new();
-        for name in names {
-            let account = match retry::send("get serviceaccount", || api.get_opt(name)).await {
-                Ok(Some(sa)) => Account::Found {
-                    lists_secret: crate::pods::account_references(&sa, secret)
-                        || self
-                            .would_add
-                            .contains(&(namespace.to_owned(), name.to_owned())),
-                },
-                Ok(None) => Account::Missing,
+        for (name, read) in pods::service_accounts(&api, names).await {
+            let account = match read {
+                // A dry run judges as if its own ServiceAccount writes had happened.
+                Ok(Some(_))
+                    if self
+                        .would_add
+                        .contains(&(namespace.to_owned(), name.to_owned())) =>
+                {
+                    Account::Found { lists_secret: true }
+                }
+                Ok(sa) => Account::read(sa.as_ref(), secret),
                 Err(e) => {
                     // Whether it lists the Secret is the decision (pods::recovery).
                     let hint = if e.code() == Some(403) {

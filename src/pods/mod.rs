@@ -266,6 +266,30 @@ pub enum Account {
     Unknown,
 }
 
+impl Account {
+    /// What a ServiceAccount as read (None: there is none) says of `secret`.
+    pub fn read(account: Option<&ServiceAccount>, secret: &str) -> Self {
+        match account {
+            Some(sa) => Self::Found {
+                lists_secret: account_references(sa, secret),
+            },
+            None => Self::Missing,
+        }
+    }
+}
+
+/// The ServiceAccounts whose lists decide for `pods`: those they run as, for the pods that do
+/// not list `secret` themselves. Check and the evictions read exactly these.
+pub fn deciding_accounts<'a>(
+    pods: &[&'a Pod],
+    secret: &str,
+) -> std::collections::BTreeSet<&'a str> {
+    pods.iter()
+        .filter(|p| !references_directly(p, secret))
+        .map(|p| service_account(p))
+        .collect()
+}
+
 /// Why the pod is not wired to `secret` (None: it is): the one decision of whether a pod
 /// pulls with the Secret.
 ///
