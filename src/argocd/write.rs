@@ -31,7 +31,9 @@ pub enum ArgoError {
     #[error(
         "forbidden to {action} the Argo CD Secret: {source}; grant ecr-refresh's ServiceAccount create, and get \
          and patch on this Secret's name, in the Argo CD namespace (the chart's argocd.namespace, or the \
-         kustomize component components/argocd)"
+         kustomize component components/argocd: a ClusterRole and ClusterRoleBinding ecr-refresh-argocd, \
+         whose binding names this ServiceAccount; a Role of an earlier components/argocd is moved out of \
+         the Argo CD namespace by an overlay's namespace: and grants nothing there)"
     )]
     Forbidden {
         action: &'static str,

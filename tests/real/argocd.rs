@@ -16,7 +16,10 @@ use std::process::{Command, Output};
 
 use base64::Engine as _;
 use common::manifests::copy;
-use common::real::{RealHarness, get, install_with, installs, namespaces, wait_until_enforced};
+use common::real::{
+    RealHarness, get, install_with, installs, namespaces, wait_until_enforced,
+    wait_until_enforced_for,
+};
 use common::registry::{ConnectProxy, TlsRegistry};
 use common::*;
 use control_plane::ControlPlane;
@@ -417,4 +420,93 @@ fn a_repo_creds_secret_an_earlier_build_wrote_with_the_bare_host_is_rewritten_in
             "{repo_url}"
         );
     }
+}
+
+/// A user's overlay with `namespace: platform` moves every namespaced object of the install,
+/// a Role in namespace argocd among them: the Argo CD rights must stay where Argo CD is,
+/// and the run as the moved ServiceAccount writes the Argo CD Secrets with nothing refused.
+/// And those rights, which name the Secrets in every namespace, write nothing outside the
+/// Argo CD namespace: the Argo CD policy refuses it.
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn an_overlays_namespace_leaves_the_argo_cd_rights_with_argo_cd_and_the_run_writes_its_secrets() {
+    let cp = installs();
+    namespaces(&cp, &["app", ARGOCD]);
+    let manifests = copy();
+    let root = manifests.path().join("manifests");
+    let rendered = install_with(
+        &cp,
+        &cp.assets().join("kubectl"),
+        &root,
+        "",
+        "namespace: platform",
+        Some("argocd"),
+    );
+    let who = ("platform", "ecr-refresh");
+    assert!(
+        rendered.iter().any(|d| d["kind"] == "ServiceAccount"
+            && d["metadata"]["namespace"] == who.0
+            && d["metadata"]["name"] == who.1),
+        "the overlay moves the ServiceAccount"
+    );
+    wait_until_enforced_for(&cp, "app", who, "aws-ecr-token");
+    let h = RealHarness::as_account(&cp, who);
+
+    let run = h.run(&[
+        ("ECR_REFRESH_NAMESPACES", "app"),
+        ("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD),
+    ]);
+
+    assert_eq!(h.refused(), Vec::<String>::new(), "{}", run.stdout);
+    run.expect_code(0);
+    for name in [NAME, REPOSITORY] {
+        let line = run
+            .lines
+            .iter()
+            .find(|l| l["secret"] == name && l["argocd"] == true && l.get("outcome").is_some())
+            .unwrap_or_else(|| panic!("no line for {name}:\n{}", run.stdout));
+        assert_eq!(line["outcome"], "created", "{line}");
+        assert!(get(&cp, "secret", ARGOCD, name).is_some(), "{name}");
+    }
+
+    // The same rights, outside the Argo CD namespace: refused by the Argo CD policy.
+    let token = cp.service_account_token(who.0, who.1);
+    let mut body = common::attacks::argocd_secret_body(NAME, &format!("{REGISTRY}/"));
+    body["metadata"]["namespace"] = serde_json::json!("app");
+    let attack = || {
+        common::real::send(
+            &cp,
+            &token,
+            "POST",
+            "/api/v1/namespaces/app/secrets",
+            "application/json",
+            &body,
+        )
+    };
+    let (status, answer) = attack();
+    assert_eq!(status, 403, "{answer}");
+    assert!(common::real::denied_by_policy(&answer), "{answer}");
+    // The main policy refuses it too (not its name); without it, the Argo CD policy alone.
+    common::real::admin(
+        &cp,
+        &["delete", "validatingadmissionpolicybinding", "ecr-refresh"],
+        "",
+    );
+    common::real::eventually("the Argo CD policy alone refuses it", || {
+        let (status, answer) = attack();
+        let message = common::real::message(&answer);
+        if status == 403
+            && message.contains("ValidatingAdmissionPolicy 'ecr-refresh-argocd'")
+            && message
+                .contains("may only write its Argo CD Secrets in namespace argocd, not in app")
+        {
+            Ok(())
+        } else {
+            assert_ne!(
+                status, 201,
+                "created outside the Argo CD namespace: {answer}"
+            );
+            Err(format!("{status} {answer}"))
+        }
+    });
 }
