@@ -1656,15 +1656,16 @@ fn the_notes_wait_returns_when_the_first_run_fails_as_when_it_is_done() {
 
 #[test]
 #[ignore = "needs helm (bash .ci/test)"]
-fn argocd_renders_a_role_by_name_in_its_namespace_and_its_own_policy_only_when_set() {
+fn argocd_renders_a_cluster_role_by_name_held_to_its_namespace_by_its_own_policy_only_when_set() {
     let other = "210987654321.dkr.ecr-fips.us-gov-west-1.amazonaws.com";
     let values = json!({
         "argocd": {"namespace": "gitops", "type": "oci", "project": "team-a"},
         "registries": [REGISTRY, "public.ecr.aws", other],
     });
     let docs = render(&values);
-    let role = named(&docs, "Role", "ecr-refresh-argocd");
-    assert_eq!(role["metadata"]["namespace"], "gitops");
+    // A ClusterRole: a kustomize overlay's namespace: would move a Role out of gitops.
+    let role = named(&docs, "ClusterRole", "ecr-refresh-argocd");
+    assert!(role["metadata"]["namespace"].is_null());
     assert_eq!(
         role["rules"][0]["resourceNames"],
         json!([
@@ -1676,8 +1677,12 @@ fn argocd_renders_a_role_by_name_in_its_namespace_and_its_own_policy_only_when_s
         "two per private registry, as src/argocd/mod.rs names them"
     );
     assert_eq!(role["rules"][0]["verbs"], json!(["get", "patch"]));
-    named(&docs, "RoleBinding", "ecr-refresh-argocd");
+    named(&docs, "ClusterRoleBinding", "ecr-refresh-argocd");
     let policy = named(&docs, "ValidatingAdmissionPolicy", "ecr-refresh-argocd");
+    assert_eq!(
+        policy["spec"]["validations"][0]["expression"], "request.namespace == 'gitops'",
+        "the names it grants everywhere, written only in gitops"
+    );
     let urls = policy["spec"]["variables"][0]["expression"]
         .as_str()
         .unwrap();
@@ -1726,7 +1731,7 @@ fn argocd_renders_a_role_by_name_in_its_namespace_and_its_own_policy_only_when_s
     // Off: none of it, and the type not sent (ecr-refresh refuses it alone).
     let off = render(&json!({}));
     assert!(
-        of_kind(&off, "Role")
+        of_kind(&off, "ClusterRole")
             .iter()
             .all(|r| r["metadata"]["name"] != "ecr-refresh-argocd")
     );
