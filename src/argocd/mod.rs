@@ -1,11 +1,21 @@
-//! Argo CD's repository credentials: one `repo-creds` Secret per private registry, in the
-//! Argo CD namespace (ECR_REFRESH_ARGOCD_NAMESPACE), holding the registry's token as the
-//! password Argo CD's repo-server logs in to Helm-OCI (or OCI) repositories with.
+//! Argo CD's repository credentials: two Secrets per private registry, in the Argo CD
+//! namespace (ECR_REFRESH_ARGOCD_NAMESPACE), holding the registry's token as the password
+//! Argo CD's repo-server logs in to Helm-OCI (or OCI) repositories with.
 //!
 //! What one holds, by name (`secret`), whether it is due (`due`, by the pull Secret's own
 //! rules of expiry), and its write (`write`: uid-pinned server-side apply, never a delete).
-//! Argo CD matches a `repo-creds` Secret to a repository by the longest `url` prefix, so one
-//! per registry host serves every chart in that registry.
+//!
+//! How Argo CD picks credentials for an Application's `repoURL` (argo-cd's
+//! util/db/repository_secrets.go and util/git/git.go, `NormalizeGitURL`): both URLs are
+//! normalised (trimmed, lowercased, a trailing `.git` stripped, a trailing `/` KEPT); a
+//! `repository` Secret serves the repoURL equal to its `url`, a `repo-creds` Secret every
+//! repoURL its `url` is a string prefix of (the longest wins), in every project (Argo CD
+//! ignores `project` on repo-creds). A repo-creds `url` that is the bare host would hand the
+//! token to `<host>.attacker.example/…` too, so ours ends at a delimiter, `<host>/` (or
+//! `oci://<host>/`), and the one repoURL that prefix misses, the bare host itself, gets the
+//! `repository` Secret, matched exactly, and scoped to ECR_REFRESH_ARGOCD_PROJECT when set.
+//! Never touched: any Argo CD Secret we did not write (another name, or another label under
+//! our name: `secret::can_write`).
 
 pub mod secret;
 pub mod write;
@@ -14,12 +24,16 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::aws::registry::RegistryHost;
-use crate::cluster::names::{NamespaceName, SecretName};
+use crate::cluster::names::{NamespaceName, ProjectName, SecretName};
 
 /// The label Argo CD reads a Secret's role from.
 pub const SECRET_TYPE_LABEL: &str = "argocd.argoproj.io/secret-type";
 /// Credentials for every repository whose URL starts with the Secret's `url`.
 pub const REPO_CREDS: &str = "repo-creds";
+/// Credentials for the one repository whose URL is the Secret's `url`.
+pub const REPOSITORY: &str = "repository";
+/// What the `repository` Secret's name adds to the `repo-creds` one's.
+pub const REPOSITORY_SUFFIX: &str = "-repository";
 /// The username an ECR token goes with.
 pub const USERNAME: &str = "AWS";
 /// A digest of the password our last write put in (SHA-256, hex): a password changed since
@@ -29,7 +43,7 @@ pub const PASSWORD_DIGEST_ANNOTATION: &str = "ecr-refresh/password-sha256";
 /// How Argo CD is to read the registry (ECR_REFRESH_ARGOCD_TYPE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RepoType {
-    /// A Helm repository served over OCI: `type: helm`, `enableOCI: "true"`, `url` the bare
+    /// A Helm repository served over OCI: `type: helm`, `enableOCI: "true"`, `url` the
     /// host (what Argo CD's Helm-OCI repositories name).
     #[default]
     Helm,
@@ -45,11 +59,40 @@ impl RepoType {
         }
     }
 
-    /// The `url` Argo CD matches repositories against, for this host.
+    /// The repository URL of the registry itself: the bare host, or `oci://<host>`.
     pub fn url(self, host: &str) -> String {
         match self {
             Self::Helm => host.to_owned(),
             Self::Oci => format!("oci://{host}"),
+        }
+    }
+}
+
+/// Which of the two Argo CD Secrets of a registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// `repo-creds`, `url` `<host>/`: every repository under the host, in every project.
+    RepoCreds,
+    /// `repository`, `url` `<host>`: the host itself, in ECR_REFRESH_ARGOCD_PROJECT if set.
+    Repository,
+}
+
+impl Kind {
+    /// The value of the label Argo CD reads the Secret's role from.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::RepoCreds => REPO_CREDS,
+            Self::Repository => REPOSITORY,
+        }
+    }
+
+    /// The `url` this Secret holds for the host: for repo-creds, the registry's URL ended by
+    /// a `/`, so that Argo CD's prefix match stops at the host (`<host>.attacker.example`
+    /// does not start with `<host>/`); for a repository, the registry's URL, matched exactly.
+    pub fn url(self, repo_type: RepoType, host: &str) -> String {
+        match self {
+            Self::RepoCreds => format!("{}/", repo_type.url(host)),
+            Self::Repository => repo_type.url(host),
         }
     }
 }
@@ -78,14 +121,20 @@ impl fmt::Display for RepoType {
 pub struct ArgoCd {
     pub namespace: NamespaceName,
     pub repo_type: RepoType,
-    /// One per private registry configured, in the configured order.
+    /// The Argo CD project the `repository` Secrets are for (ECR_REFRESH_ARGOCD_PROJECT);
+    /// None: every project.
+    pub project: Option<ProjectName>,
+    /// Two per private registry configured (repo-creds, then repository), in the configured
+    /// order.
     pub targets: Vec<Target>,
 }
 
-/// One Argo CD Secret: its name and the registry it holds the token of.
+/// One Argo CD Secret: its name, which of the two it is, and the registry it holds the
+/// token of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub name: SecretName,
+    pub kind: Kind,
     pub registry: RegistryHost,
 }
 
@@ -102,7 +151,12 @@ pub fn secret_name(pull_secret: &SecretName, registry: &RegistryHost) -> Option<
     ))
 }
 
-/// The Argo CD Secrets for these registries: one per private registry, ECR Public left out.
+/// The `repository` Secret's name for a registry: the `repo-creds` one's and `-repository`.
+pub fn repository_name(pull_secret: &SecretName, registry: &RegistryHost) -> Option<String> {
+    secret_name(pull_secret, registry).map(|name| format!("{name}{REPOSITORY_SUFFIX}"))
+}
+
+/// The Argo CD Secrets for these registries: two per private registry, ECR Public left out.
 /// Two hosts of one account and region (a FIPS host beside the plain one, a dual-stack host
 /// named beside its IPv4 one) would share a name: refused, with what to do.
 pub fn targets(
@@ -114,9 +168,13 @@ pub fn targets(
         let Some(name) = secret_name(pull_secret, registry) else {
             continue;
         };
-        let name = SecretName::from_str(&name).map_err(|e| {
-            format!("gives the Argo CD Secret name '{name}' for {registry}, which {e}: shorten ECR_REFRESH_SECRET_NAME")
-        })?;
+        let parse = |name: String| {
+            SecretName::from_str(&name).map_err(|e| {
+                format!("gives the Argo CD Secret name '{name}' for {registry}, which {e}: shorten ECR_REFRESH_SECRET_NAME")
+            })
+        };
+        let repository = parse(format!("{name}{REPOSITORY_SUFFIX}"))?;
+        let name = parse(name)?;
         if let Some(other) = targets.iter().find(|t| t.name == name) {
             return Err(format!(
                 "{} and {} would share the Argo CD Secret {name} (one per account and region): \
@@ -126,6 +184,12 @@ pub fn targets(
         }
         targets.push(Target {
             name,
+            kind: Kind::RepoCreds,
+            registry: registry.clone(),
+        });
+        targets.push(Target {
+            name: repository,
+            kind: Kind::Repository,
             registry: registry.clone(),
         });
     }
@@ -152,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn one_secret_per_private_registry_named_after_the_pull_secret_account_and_region() {
+    fn two_secrets_per_private_registry_named_after_the_pull_secret_account_and_region() {
         let registries = [
             host("123456789012.dkr.ecr.us-east-1.amazonaws.com"),
             host("public.ecr.aws"),
@@ -164,10 +228,23 @@ mod tests {
             names,
             [
                 "aws-ecr-token-123456789012-us-east-1",
-                "aws-ecr-token-210987654321-eu-west-1"
+                "aws-ecr-token-123456789012-us-east-1-repository",
+                "aws-ecr-token-210987654321-eu-west-1",
+                "aws-ecr-token-210987654321-eu-west-1-repository",
             ]
         );
-        assert_eq!(targets[1].registry, registries[2]);
+        let kinds: Vec<Kind> = targets.iter().map(|t| t.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                Kind::RepoCreds,
+                Kind::Repository,
+                Kind::RepoCreds,
+                Kind::Repository
+            ]
+        );
+        assert_eq!(targets[2].registry, registries[2]);
+        assert_eq!(targets[3].registry, registries[2]);
     }
 
     #[test]
@@ -192,10 +269,12 @@ mod tests {
     }
 
     #[test]
-    fn the_url_is_the_bare_host_for_helm_and_an_oci_url_for_oci() {
+    fn repo_creds_end_the_url_at_a_slash_and_the_repository_holds_the_registrys_url() {
         let h = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
-        assert_eq!(RepoType::Helm.url(h), h);
-        assert_eq!(RepoType::Oci.url(h), format!("oci://{h}"));
+        assert_eq!(Kind::RepoCreds.url(RepoType::Helm, h), format!("{h}/"));
+        assert_eq!(Kind::RepoCreds.url(RepoType::Oci, h), format!("oci://{h}/"));
+        assert_eq!(Kind::Repository.url(RepoType::Helm, h), h);
+        assert_eq!(Kind::Repository.url(RepoType::Oci, h), format!("oci://{h}"));
         assert_eq!("OCI".parse::<RepoType>(), Ok(RepoType::Oci));
         assert!("git".parse::<RepoType>().unwrap_err().contains("helm"));
     }

@@ -11,8 +11,9 @@ use secrecy::{ExposeSecret as _, SecretString};
 use sha2::{Digest as _, Sha256};
 
 use crate::argocd::{
-    PASSWORD_DIGEST_ANNOTATION, REPO_CREDS, RepoType, SECRET_TYPE_LABEL, Target, USERNAME,
+    Kind, PASSWORD_DIGEST_ANNOTATION, RepoType, SECRET_TYPE_LABEL, Target, USERNAME,
 };
+use crate::cluster::names::ProjectName;
 use crate::pull_secret::due::{self, Decision, Due, Policy};
 use crate::pull_secret::{
     EXPIRES_ANNOTATION, FIELD_MANAGER, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION,
@@ -28,11 +29,15 @@ pub const USERNAME_KEY: &str = "username";
 pub const PASSWORD: &str = "password";
 pub const TYPE: &str = "type";
 pub const ENABLE_OCI: &str = "enableOCI";
+/// The Argo CD project a `repository` Secret is for (ECR_REFRESH_ARGOCD_PROJECT); written
+/// only when set, and never on repo-creds, where Argo CD does not read it.
+pub const PROJECT: &str = "project";
 
 /// What one Argo CD Secret should hold after this run.
 pub struct Desired<'a> {
     pub target: &'a Target,
     pub repo_type: RepoType,
+    pub project: Option<&'a ProjectName>,
     pub password: &'a SecretString,
     /// RFC 3339, the token's expiry.
     pub expires_at: String,
@@ -49,10 +54,24 @@ pub fn password_digest(password: &[u8]) -> String {
         .collect()
 }
 
+/// The project a write puts in this Secret: only a `repository` Secret's.
+fn project(kind: Kind, project: Option<&ProjectName>) -> Option<&ProjectName> {
+    project.filter(|_| kind == Kind::Repository)
+}
+
 /// The data keys and values a write puts in (the password among them).
-fn data(repo_type: RepoType, host: &str, password: &[u8]) -> BTreeMap<String, ByteString> {
+fn data(
+    kind: Kind,
+    repo_type: RepoType,
+    project: Option<&ProjectName>,
+    host: &str,
+    password: &[u8],
+) -> BTreeMap<String, ByteString> {
     let mut data = BTreeMap::from([
-        (URL.to_owned(), ByteString(repo_type.url(host).into_bytes())),
+        (
+            URL.to_owned(),
+            ByteString(kind.url(repo_type, host).into_bytes()),
+        ),
         (
             USERNAME_KEY.to_owned(),
             ByteString(USERNAME.as_bytes().to_vec()),
@@ -65,6 +84,12 @@ fn data(repo_type: RepoType, host: &str, password: &[u8]) -> BTreeMap<String, By
     ]);
     if repo_type == RepoType::Helm {
         data.insert(ENABLE_OCI.to_owned(), ByteString(b"true".to_vec()));
+    }
+    if let Some(project) = self::project(kind, project) {
+        data.insert(
+            PROJECT.to_owned(),
+            ByteString(project.as_str().as_bytes().to_vec()),
+        );
     }
     data
 }
@@ -83,7 +108,10 @@ pub fn body(
             uid,
             resource_version,
             labels: Some(BTreeMap::from([
-                (SECRET_TYPE_LABEL.to_owned(), REPO_CREDS.to_owned()),
+                (
+                    SECRET_TYPE_LABEL.to_owned(),
+                    desired.target.kind.label().to_owned(),
+                ),
                 (MANAGED_BY_LABEL.to_owned(), FIELD_MANAGER.to_owned()),
             ])),
             annotations: Some(BTreeMap::from([
@@ -97,7 +125,13 @@ pub fn body(
             ..ObjectMeta::default()
         },
         type_: Some(OPAQUE.to_owned()),
-        data: Some(data(desired.repo_type, host, password)),
+        data: Some(data(
+            desired.target.kind,
+            desired.repo_type,
+            desired.project,
+            host,
+            password,
+        )),
         ..Secret::default()
     }
 }
@@ -116,22 +150,26 @@ pub enum NotOurs {
     )]
     Immutable,
     #[error(
-        "the Secret is labelled {SECRET_TYPE_LABEL}: {0}, not {REPO_CREDS}: it is another Argo CD Secret, \
+        "the Secret is labelled {SECRET_TYPE_LABEL}: {found}, not {expected}: it is another Argo CD Secret, \
          and ecr-refresh left it untouched; rename it, or set ECR_REFRESH_SECRET_NAME to another name"
     )]
-    OtherArgoSecret(String),
+    OtherArgoSecret {
+        found: String,
+        expected: &'static str,
+    },
     #[error(
-        "the Secret is not labelled {SECRET_TYPE_LABEL}: {REPO_CREDS}: it is someone else's, and ecr-refresh \
+        "the Secret is not labelled {SECRET_TYPE_LABEL}: {0}: it is someone else's, and ecr-refresh \
          left it untouched (the admission policy would refuse to label it); rename it, or set \
          ECR_REFRESH_SECRET_NAME to another name"
     )]
-    Unlabelled,
+    Unlabelled(&'static str),
 }
 
-/// Whether a write could fix the Secret: Opaque, mutable, and already Argo CD repository
-/// credentials (its label `repo-creds`): anything else under our name is someone else's,
-/// and the admission policy refuses to change that label, as this refuses to try.
-pub fn can_write(current: &Secret) -> Result<(), NotOurs> {
+/// Whether a write could fix the Secret: Opaque, mutable, and already the Argo CD Secret of
+/// this kind (its label `repo-creds`, or `repository`): anything else under our name is
+/// someone else's, and the admission policy refuses to change that label, as this refuses
+/// to try.
+pub fn can_write(current: &Secret, kind: Kind) -> Result<(), NotOurs> {
     let found = current.type_.as_deref().unwrap_or(OPAQUE);
     if found != OPAQUE {
         return Err(NotOurs::WrongType(found.to_owned()));
@@ -140,9 +178,12 @@ pub fn can_write(current: &Secret) -> Result<(), NotOurs> {
         return Err(NotOurs::Immutable);
     }
     match label(current) {
-        Some(REPO_CREDS) => Ok(()),
-        Some(other) => Err(NotOurs::OtherArgoSecret(other.to_owned())),
-        None => Err(NotOurs::Unlabelled),
+        Some(found) if found == kind.label() => Ok(()),
+        Some(found) => Err(NotOurs::OtherArgoSecret {
+            found: found.to_owned(),
+            expected: kind.label(),
+        }),
+        None => Err(NotOurs::Unlabelled(kind.label())),
     }
 }
 
@@ -165,15 +206,18 @@ fn value<'s>(secret: &'s Secret, key: &str) -> Option<&'s [u8]> {
 
 /// Whether the Secret (None: there is none) is due at `now`: missing, by its recorded expiry
 /// as a pull Secret is, or because what we own in it is not what we wrote (the label, `url`,
-/// `username`, `type`, `enableOCI`, or a password that no longer matches our digest).
+/// `username`, `type`, `enableOCI`, `project` when one is set, or a password that no longer
+/// matches our digest). A repo-creds Secret an older ecr-refresh wrote with `url: <host>` is
+/// due for its url, and rewritten in place as `<host>/`.
 pub fn decide(
     secret: Option<&Secret>,
     target: &Target,
     repo_type: RepoType,
+    project: Option<&ProjectName>,
     policy: &Policy<'_>,
     now: SystemTime,
 ) -> Decision {
-    match reasons(secret, target, repo_type, policy, now)
+    match reasons(secret, target, repo_type, project, policy, now)
         .into_iter()
         .next()
     {
@@ -192,6 +236,7 @@ pub fn reasons(
     secret: Option<&Secret>,
     target: &Target,
     repo_type: RepoType,
+    project: Option<&ProjectName>,
     policy: &Policy<'_>,
     now: SystemTime,
 ) -> Vec<Due> {
@@ -208,8 +253,11 @@ pub fn reasons(
     let password_kept =
         value(secret, PASSWORD).is_some_and(|p| recorded.is_some_and(|d| *d == password_digest(p)));
     let enable_oci = value(secret, ENABLE_OCI);
-    let ours_as_written = label(secret) == Some(REPO_CREDS)
-        && value(secret, URL) == Some(repo_type.url(host).as_bytes())
+    let project_kept = self::project(target.kind, project)
+        .is_none_or(|p| value(secret, PROJECT) == Some(p.as_str().as_bytes()));
+    let ours_as_written = label(secret) == Some(target.kind.label())
+        && value(secret, URL) == Some(target.kind.url(repo_type, host).as_bytes())
+        && project_kept
         && value(secret, USERNAME_KEY) == Some(USERNAME.as_bytes())
         && value(secret, TYPE) == Some(repo_type.as_str().as_bytes())
         && match repo_type {
@@ -230,7 +278,7 @@ mod tests {
 
     use super::*;
     use crate::aws::registry::RegistryHost;
-    use crate::cluster::names::SecretName;
+    use crate::cluster::names::{ProjectName, SecretName};
     use crate::pull_secret::due::Registries;
 
     const HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
@@ -238,6 +286,15 @@ mod tests {
     fn target() -> Target {
         Target {
             name: SecretName::from_str("aws-ecr-token-123456789012-us-east-1").unwrap(),
+            kind: Kind::RepoCreds,
+            registry: RegistryHost::from_str(HOST).unwrap(),
+        }
+    }
+
+    fn repository() -> Target {
+        Target {
+            name: SecretName::from_str("aws-ecr-token-123456789012-us-east-1-repository").unwrap(),
+            kind: Kind::Repository,
             registry: RegistryHost::from_str(HOST).unwrap(),
         }
     }
@@ -256,11 +313,22 @@ mod tests {
         password: &SecretString,
         now: SystemTime,
     ) -> Secret {
+        written_for(target, repo_type, None, password, now)
+    }
+
+    fn written_for(
+        target: &Target,
+        repo_type: RepoType,
+        project: Option<&ProjectName>,
+        password: &SecretString,
+        now: SystemTime,
+    ) -> Secret {
         let expiry = now + Duration::from_secs(11 * 3600);
         body(
             &Desired {
                 target,
                 repo_type,
+                project,
                 password,
                 expires_at: humantime::format_rfc3339_seconds(expiry).to_string(),
                 expiry: Some(expiry),
@@ -272,18 +340,18 @@ mod tests {
     }
 
     #[test]
-    fn a_helm_secret_holds_the_bare_host_and_enable_oci() {
+    fn a_helm_secret_holds_the_host_ended_by_a_slash_and_enable_oci() {
         let (t, p) = (target(), SecretString::from("token"));
         let s = written(&t, RepoType::Helm, &p, SystemTime::now());
-        assert_eq!(value(&s, URL), Some(HOST.as_bytes()));
+        assert_eq!(value(&s, URL), Some(format!("{HOST}/").as_bytes()));
         assert_eq!(value(&s, USERNAME_KEY), Some(b"AWS".as_slice()));
         assert_eq!(value(&s, PASSWORD), Some(b"token".as_slice()));
         assert_eq!(value(&s, TYPE), Some(b"helm".as_slice()));
         assert_eq!(value(&s, ENABLE_OCI), Some(b"true".as_slice()));
-        assert_eq!(label(&s), Some(REPO_CREDS));
+        assert_eq!(label(&s), Some(crate::argocd::REPO_CREDS));
         assert_eq!(s.type_.as_deref(), Some("Opaque"));
         let oci = written(&t, RepoType::Oci, &p, SystemTime::now());
-        assert_eq!(value(&oci, URL), Some(format!("oci://{HOST}").as_bytes()));
+        assert_eq!(value(&oci, URL), Some(format!("oci://{HOST}/").as_bytes()));
         assert_eq!(value(&oci, TYPE), Some(b"oci".as_slice()));
         assert_eq!(value(&oci, ENABLE_OCI), None);
         // One written for helm, then judged for oci: due for its url and type only.
@@ -299,13 +367,21 @@ mod tests {
                 Some(&switched),
                 &t,
                 RepoType::Oci,
+                None,
                 &policy(),
                 SystemTime::now()
             ),
             Decision::Fresh { .. }
         ));
         assert_eq!(
-            decide(Some(&helm), &t, RepoType::Oci, &policy(), SystemTime::now()),
+            decide(
+                Some(&helm),
+                &t,
+                RepoType::Oci,
+                None,
+                &policy(),
+                SystemTime::now()
+            ),
             Decision::Due(Due::EntriesChanged)
         );
     }
@@ -315,16 +391,16 @@ mod tests {
         let (t, p, now) = (target(), SecretString::from("token"), SystemTime::now());
         let ours = written(&t, RepoType::Helm, &p, now);
         assert!(matches!(
-            decide(Some(&ours), &t, RepoType::Helm, &policy(), now),
+            decide(Some(&ours), &t, RepoType::Helm, None, &policy(), now),
             Decision::Fresh { .. }
         ));
         assert_eq!(
-            decide(None, &t, RepoType::Helm, &policy(), now),
+            decide(None, &t, RepoType::Helm, None, &policy(), now),
             Decision::Due(Due::Missing)
         );
         // The other type asked for: due, to be rewritten as that type.
         assert_eq!(
-            decide(Some(&ours), &t, RepoType::Oci, &policy(), now),
+            decide(Some(&ours), &t, RepoType::Oci, None, &policy(), now),
             Decision::Due(Due::EntriesChanged)
         );
         for (key, edited) in [
@@ -340,7 +416,7 @@ mod tests {
                 .unwrap()
                 .insert(key.to_owned(), ByteString(edited.as_bytes().to_vec()));
             assert_eq!(
-                decide(Some(&s), &t, RepoType::Helm, &policy(), now),
+                decide(Some(&s), &t, RepoType::Helm, None, &policy(), now),
                 Decision::Due(Due::EntriesChanged),
                 "{key}"
             );
@@ -357,13 +433,13 @@ mod tests {
             .unwrap()
             .insert("team".into(), "a".into());
         assert!(matches!(
-            decide(Some(&s), &t, RepoType::Helm, &policy(), now),
+            decide(Some(&s), &t, RepoType::Helm, None, &policy(), now),
             Decision::Fresh { .. }
         ));
         // Its expiry within RENEW_BEFORE: due by the pull Secret's rule.
         let later = now + Duration::from_secs(10 * 3600 + 60);
         assert!(matches!(
-            decide(Some(&ours), &t, RepoType::Helm, &policy(), later),
+            decide(Some(&ours), &t, RepoType::Helm, None, &policy(), later),
             Decision::Due(Due::ExpiresSoon { .. })
         ));
     }
@@ -372,7 +448,14 @@ mod tests {
     fn another_argo_cd_secret_or_type_under_our_name_is_not_ours() {
         let (t, p) = (target(), SecretString::from("token"));
         let ours = written(&t, RepoType::Helm, &p, SystemTime::now());
-        assert_eq!(can_write(&ours), Ok(()));
+        assert_eq!(can_write(&ours, Kind::RepoCreds), Ok(()));
+        assert_eq!(
+            can_write(&ours, Kind::Repository),
+            Err(NotOurs::OtherArgoSecret {
+                found: "repo-creds".into(),
+                expected: "repository"
+            })
+        );
         let mut cluster = ours.clone();
         cluster
             .metadata
@@ -381,17 +464,97 @@ mod tests {
             .unwrap()
             .insert(SECRET_TYPE_LABEL.into(), "cluster".into());
         assert_eq!(
-            can_write(&cluster),
-            Err(NotOurs::OtherArgoSecret("cluster".into()))
+            can_write(&cluster, Kind::RepoCreds),
+            Err(NotOurs::OtherArgoSecret {
+                found: "cluster".into(),
+                expected: "repo-creds"
+            })
         );
         let mut tls = ours.clone();
         tls.type_ = Some("kubernetes.io/tls".into());
-        assert!(matches!(can_write(&tls), Err(NotOurs::WrongType(_))));
+        assert!(matches!(
+            can_write(&tls, Kind::RepoCreds),
+            Err(NotOurs::WrongType(_))
+        ));
         let mut frozen = ours.clone();
         frozen.immutable = Some(true);
-        assert_eq!(can_write(&frozen), Err(NotOurs::Immutable));
+        assert_eq!(can_write(&frozen, Kind::RepoCreds), Err(NotOurs::Immutable));
         let mut unlabelled = ours;
         unlabelled.metadata.labels = None;
-        assert_eq!(can_write(&unlabelled), Err(NotOurs::Unlabelled));
+        assert_eq!(
+            can_write(&unlabelled, Kind::RepoCreds),
+            Err(NotOurs::Unlabelled("repo-creds"))
+        );
+    }
+
+    #[test]
+    fn the_repository_secret_holds_the_bare_url_and_the_project_and_repo_creds_never_a_project() {
+        let (r, c, p, now) = (
+            repository(),
+            target(),
+            SecretString::from("token"),
+            SystemTime::now(),
+        );
+        let team = ProjectName::from_str("team-a").unwrap();
+        let s = written_for(&r, RepoType::Helm, Some(&team), &p, now);
+        assert_eq!(label(&s), Some("repository"));
+        assert_eq!(value(&s, URL), Some(HOST.as_bytes()));
+        assert_eq!(value(&s, PROJECT), Some(b"team-a".as_slice()));
+        let oci = written_for(&r, RepoType::Oci, None, &p, now);
+        assert_eq!(value(&oci, URL), Some(format!("oci://{HOST}").as_bytes()));
+        assert_eq!(value(&oci, PROJECT), None);
+        let creds = written_for(&c, RepoType::Helm, Some(&team), &p, now);
+        assert_eq!(
+            value(&creds, PROJECT),
+            None,
+            "Argo CD ignores it on repo-creds"
+        );
+        assert!(matches!(
+            decide(
+                Some(&creds),
+                &c,
+                RepoType::Helm,
+                Some(&team),
+                &policy(),
+                now
+            ),
+            Decision::Fresh { .. }
+        ));
+        assert!(matches!(
+            decide(Some(&s), &r, RepoType::Helm, Some(&team), &policy(), now),
+            Decision::Fresh { .. }
+        ));
+        // Another project asked for, or one set where none was: due.
+        let other = ProjectName::from_str("team-b").unwrap();
+        assert_eq!(
+            decide(Some(&s), &r, RepoType::Helm, Some(&other), &policy(), now),
+            Decision::Due(Due::EntriesChanged)
+        );
+        let unscoped = written_for(&r, RepoType::Helm, None, &p, now);
+        assert_eq!(
+            decide(
+                Some(&unscoped),
+                &r,
+                RepoType::Helm,
+                Some(&team),
+                &policy(),
+                now
+            ),
+            Decision::Due(Due::EntriesChanged)
+        );
+    }
+
+    #[test]
+    fn a_repo_creds_secret_an_older_version_wrote_with_the_bare_host_is_due_for_its_url() {
+        let (t, p, now) = (target(), SecretString::from("token"), SystemTime::now());
+        let mut old = written(&t, RepoType::Helm, &p, now);
+        old.data
+            .as_mut()
+            .unwrap()
+            .insert(URL.into(), ByteString(HOST.as_bytes().to_vec()));
+        assert_eq!(
+            decide(Some(&old), &t, RepoType::Helm, None, &policy(), now),
+            Decision::Due(Due::EntriesChanged)
+        );
     }
 }

@@ -12,6 +12,7 @@ use tracing::debug;
 
 use crate::argocd::secret::{self, Desired, NotOurs};
 use crate::argocd::{RepoType, Target};
+use crate::cluster::names::ProjectName;
 use crate::cluster::retry::{self, RequestError};
 use crate::pull_secret::FIELD_MANAGER;
 use crate::pull_secret::due::Policy;
@@ -30,7 +31,9 @@ pub enum ArgoError {
     #[error(
         "forbidden to {action} the Argo CD Secret: {source}; grant ecr-refresh's ServiceAccount create, and get \
          and patch on this Secret's name, in the Argo CD namespace (the chart's argocd.namespace, or the \
-         kustomize component components/argocd)"
+         kustomize component components/argocd: a ClusterRole and ClusterRoleBinding ecr-refresh-argocd, \
+         whose binding names this ServiceAccount; a Role of an earlier components/argocd is moved out of \
+         the Argo CD namespace by an overlay's namespace: and grants nothing there)"
     )]
     Forbidden {
         action: &'static str,
@@ -70,13 +73,14 @@ pub fn judge(
     current: Option<Secret>,
     target: &Target,
     repo_type: RepoType,
+    project: Option<&ProjectName>,
     policy: &Policy<'_>,
     now: SystemTime,
 ) -> Result<Read, ArgoError> {
     if let Some(current) = &current {
-        secret::can_write(current)?;
+        secret::can_write(current, target.kind)?;
     }
-    let decision = secret::decide(current.as_ref(), target, repo_type, policy, now);
+    let decision = secret::decide(current.as_ref(), target, repo_type, project, policy, now);
     Ok(Read { current, decision })
 }
 
@@ -125,7 +129,7 @@ pub async fn write(
                 Err(e) => return Err(ArgoError::request("create", e)),
             }
         };
-        secret::can_write(&current)?;
+        secret::can_write(&current, desired.target.kind)?;
         let uid = current.metadata.uid.clone();
         let body = secret::body(
             desired,

@@ -61,16 +61,21 @@ fn judge(
     };
     let expires_at = crate::pull_secret::due::recorded_expiry(current)
         .map(|at| humantime::format_rfc3339_seconds(at).to_string());
-    if let Err(e) = crate::argocd::secret::can_write(current) {
+    if let Err(e) = crate::argocd::secret::can_write(current, target.kind) {
         return (
             vec![Finding::NotWritable(ArgoError::from(e).to_string())],
             expires_at,
         );
     }
     let mut findings = Vec::new();
-    for reason in
-        crate::argocd::secret::reasons(Some(current), target, argocd.repo_type, policy, now)
-    {
+    for reason in crate::argocd::secret::reasons(
+        Some(current),
+        target,
+        argocd.repo_type,
+        argocd.project.as_ref(),
+        policy,
+        now,
+    ) {
         match reason {
             Due::ExpiresSoon { expires_at, .. } => {
                 let at = humantime::format_rfc3339_seconds(expires_at).to_string();

@@ -75,6 +75,11 @@ name_type!(
     check_subdomain
 );
 name_type!(
+    /// An Argo CD project (an AppProject's name) the `repository` Secrets are scoped to.
+    ProjectName,
+    check_subdomain
+);
+name_type!(
     /// A namespace named literally in the configuration.
     NamespaceName,
     check_label

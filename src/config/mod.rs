@@ -20,7 +20,7 @@ use crate::argocd::{self, ArgoCd, RepoType};
 use crate::aws::credentials::roles_anywhere::{Identity, IdentityError};
 use crate::aws::credentials::{AssumeRole, ExternalId, RoleArn, RolesAnywhere, SessionName};
 use crate::aws::registry::RegistryHost;
-use crate::cluster::names::{NamespaceName, SecretName, ServiceAccountName};
+use crate::cluster::names::{NamespaceName, ProjectName, SecretName, ServiceAccountName};
 use crate::glob::Glob;
 use crate::logging::LogFormat;
 use crate::pull_secret::install::Install;
@@ -170,6 +170,7 @@ struct Raw {
     install: Option<String>,
     argocd_namespace: Option<String>,
     argocd_type: Option<String>,
+    argocd_project: Option<String>,
     evict_stuck_pods: Option<String>,
     evict_limit: Option<String>,
     #[serde(flatten)]
@@ -324,6 +325,7 @@ impl Config {
         let argocd = parse_argocd(
             raw.argocd_namespace,
             raw.argocd_type,
+            raw.argocd_project,
             &secret_name,
             &registries,
         )?;
@@ -361,10 +363,11 @@ impl Config {
 /// ECR_REFRESH_ARGOCD_*: the namespace turns it on; the Secrets' names come from the pull
 /// Secret's name and the private registries configured, so those must be named (a refused
 /// name, or two registries that would share one, is an error of ECR_REFRESH_REGISTRIES). A
-/// type without the namespace is refused: whoever set it expects Argo CD Secrets.
+/// type or project without the namespace is refused: whoever set it expects Argo CD Secrets.
 fn parse_argocd(
     namespace: Option<String>,
     repo_type: Option<String>,
+    project: Option<String>,
     secret_name: &SecretName,
     registries: &[RegistryHost],
 ) -> Result<Option<ArgoCd>, ConfigError> {
@@ -378,14 +381,23 @@ fn parse_argocd(
         repo_type.clone(),
         RepoType::from_str,
     )?;
+    let parsed_project = parse_opt(
+        "ECR_REFRESH_ARGOCD_PROJECT",
+        project.clone(),
+        ProjectName::from_str,
+    )?;
     let Some(namespace) = namespace else {
-        return match repo_type {
-            Some(t) => Err(invalid(
-                "ECR_REFRESH_ARGOCD_TYPE",
-                &t,
+        let without = |variable, value: &str| {
+            Err(invalid(
+                variable,
+                value,
                 "is only used with ECR_REFRESH_ARGOCD_NAMESPACE, which is not set".into(),
-            )),
-            None => Ok(None),
+            ))
+        };
+        return match (repo_type, project) {
+            (Some(t), _) => without("ECR_REFRESH_ARGOCD_TYPE", &t),
+            (None, Some(p)) => without("ECR_REFRESH_ARGOCD_PROJECT", &p),
+            (None, None) => Ok(None),
         };
     };
     let targets = argocd::targets(secret_name, registries).map_err(|accepted| {
@@ -402,6 +414,7 @@ fn parse_argocd(
     Ok(Some(ArgoCd {
         namespace,
         repo_type: parsed_type.unwrap_or_default(),
+        project: parsed_project,
         targets,
     }))
 }

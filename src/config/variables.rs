@@ -157,14 +157,20 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "ECR_REFRESH_ARGOCD_NAMESPACE",
         default: "none",
-        meaning: "Argo CD's namespace (typically argocd): there, one repo-creds Secret per private registry in ECR_REFRESH_REGISTRIES, <secret name>-<account>-<region>, holds its token for Argo CD's Helm-OCI or OCI repositories; unset: none",
+        meaning: "Argo CD's namespace (typically argocd): there, two Secrets per private registry in ECR_REFRESH_REGISTRIES hold its token for Argo CD's Helm-OCI or OCI repositories: repo-creds <secret name>-<account>-<region> (url <host>/, every repository under the host) and repository <secret name>-<account>-<region>-repository (url <host>, the host itself); unset: none",
         accepted: "a namespace name (a DNS label); needs private registries named in ECR_REFRESH_REGISTRIES",
     },
     Variable {
         name: "ECR_REFRESH_ARGOCD_TYPE",
         default: "helm",
-        meaning: "how Argo CD reads the registry: helm (type helm, enableOCI \"true\", url the bare host) or oci (type oci, url oci://<host>)",
+        meaning: "how Argo CD reads the registry: helm (type helm, enableOCI \"true\", urls <host>/ and <host>) or oci (type oci, urls oci://<host>/ and oci://<host>)",
         accepted: "helm or oci, in any letter case; only with ECR_REFRESH_ARGOCD_NAMESPACE",
+    },
+    Variable {
+        name: "ECR_REFRESH_ARGOCD_PROJECT",
+        default: "none",
+        meaning: "the Argo CD project the repository Secrets are for: only that project's Applications get the token for the bare host (Argo CD reads no project on repo-creds, which serve <host>/ in every project); unset: every project",
+        accepted: "an Argo CD project name (a DNS subdomain); only with ECR_REFRESH_ARGOCD_NAMESPACE",
     },
     Variable {
         name: "ECR_REFRESH_ROLES_ANYWHERE_TRUST_ANCHOR_ARN",

@@ -79,6 +79,7 @@ async fn one(
         current,
         target,
         argocd.repo_type,
+        argocd.project.as_ref(),
         &shared.policy,
         SystemTime::now(),
     )
@@ -100,6 +101,7 @@ async fn one(
     let desired = Desired {
         target,
         repo_type: argocd.repo_type,
+        project: argocd.project.as_ref(),
         password: &token.password,
         expires_at: expiry
             .map(|at| humantime::format_rfc3339_seconds(at).to_string())
@@ -165,19 +167,24 @@ fn log_left_alone(shared: &Shared<'_>, argocd: &ArgoCd, dropped: &BTreeSet<Strin
         let Ok(registry) = RegistryHost::from_str(host) else {
             continue;
         };
-        let Some(name) = argo::secret_name(&shared.config.secret_name, &registry) else {
-            continue;
-        };
-        if argocd.targets.iter().any(|t| t.name.as_str() == name) || !said.insert(name.clone()) {
-            continue;
+        let secret_name = &shared.config.secret_name;
+        let names = [
+            argo::secret_name(secret_name, &registry),
+            argo::repository_name(secret_name, &registry),
+        ];
+        for name in names.into_iter().flatten() {
+            if argocd.targets.iter().any(|t| t.name.as_str() == name) || !said.insert(name.clone())
+            {
+                continue;
+            }
+            info!(
+                namespace,
+                secret = name.as_str(),
+                argocd = true,
+                registry = host.as_str(),
+                "registry no longer configured: its Argo CD Secret is left alone (never deleted), and its \
+                 token expires; delete it yourself once no Application uses it"
+            );
         }
-        info!(
-            namespace,
-            secret = name.as_str(),
-            argocd = true,
-            registry = host.as_str(),
-            "registry no longer configured: its Argo CD Secret is left alone (never deleted), and its \
-             token expires; delete it yourself once no Application uses it"
-        );
     }
 }

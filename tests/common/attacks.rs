@@ -526,6 +526,13 @@ pub fn target_objects((victim, ours): (&str, &str)) -> Vec<(&'static str, Value)
 
 /// The Argo CD Secret the component writes: the pull Secret's name, account and region.
 pub const ARGOCD_SECRET: &str = "aws-ecr-token-123456789012-us-east-1";
+/// The `repository` Secret beside it: its name and `-repository`.
+pub const ARGOCD_REPOSITORY: &str = "aws-ecr-token-123456789012-us-east-1-repository";
+
+/// The url a repo-creds Secret of ours holds: the host ended by a `/` (src/argocd/mod.rs).
+pub fn argocd_creds_url() -> String {
+    format!("{REGISTRY}/")
+}
 /// Its namespace in the component.
 pub const ARGOCD_NAMESPACE: &str = "argocd";
 
@@ -551,7 +558,7 @@ pub fn argocd_attacks(ns: &str, name: &str) -> Vec<Attack> {
     let merge = "application/merge-patch+json";
     let names = "may only write the Argo CD Secrets";
     let with = |change: &dyn Fn(&mut Value)| {
-        let mut body = argocd_secret_body(name, REGISTRY);
+        let mut body = argocd_secret_body(name, &argocd_creds_url());
         change(&mut body);
         body
     };
@@ -601,6 +608,30 @@ pub fn argocd_attacks(ns: &str, name: &str) -> Vec<Attack> {
             path: creates.clone(),
             content_type: "application/json",
             body: argocd_secret_body(name, "ghcr.io/attacker"),
+        },
+        Attack {
+            what: "Argo CD: our repo-creds Secret with the bare host, which every host starting with ours matches",
+            refused_with: "may only write the url",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: argocd_secret_body(name, REGISTRY),
+        },
+        Attack {
+            what: "Argo CD: our repo-creds Secret with an attacker's host that starts with ours",
+            refused_with: "may only write the url",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: argocd_secret_body(name, &format!("{REGISTRY}.attacker.example/")),
+        },
+        Attack {
+            what: "Argo CD: our repository Secret labelled repo-creds (a prefix match)",
+            refused_with: "labelled argocd.argoproj.io/secret-type: repository",
+            method: "POST",
+            path: creates.clone(),
+            content_type: "application/json",
+            body: argocd_secret_body(&format!("{name}-repository"), REGISTRY),
         },
         Attack {
             what: "Argo CD: our Secret with another data key",
@@ -711,7 +742,7 @@ pub fn argocd_target_objects(ns: &str, name: &str, ours: bool) -> Vec<(&'static 
         ),
     ];
     if ours {
-        let mut secret = argocd_secret_body(name, REGISTRY);
+        let mut secret = argocd_secret_body(name, &argocd_creds_url());
         secret["metadata"]["namespace"] = json!(ns);
         secret["metadata"]["labels"]["team"] = json!("platform");
         secret["metadata"]["annotations"] = json!({ "team.example.com/owner": "alice" });

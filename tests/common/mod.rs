@@ -5,6 +5,7 @@
 //! and a token handed out by the fake ECR anywhere in the binary's output.
 #![allow(dead_code)]
 
+pub mod argocd;
 pub mod attacks;
 pub mod docs;
 pub mod lane;

@@ -14,6 +14,8 @@ const ARGOCD: &str = "argocd";
 const OTHER: &str = "210987654321.dkr.ecr.eu-west-1.amazonaws.com";
 const FIRST_NAME: &str = "aws-ecr-token-123456789012-us-east-1";
 const OTHER_NAME: &str = "aws-ecr-token-210987654321-eu-west-1";
+const FIRST_REPOSITORY: &str = "aws-ecr-token-123456789012-us-east-1-repository";
+const OTHER_REPOSITORY: &str = "aws-ecr-token-210987654321-eu-west-1-repository";
 
 fn on(registries: &str) -> Vec<(&'static str, String)> {
     vec![
@@ -62,7 +64,7 @@ fn termination(h: &Harness) -> Value {
 }
 
 #[test]
-fn a_run_writes_one_repo_creds_secret_per_private_registry_in_the_argocd_namespace_it_does_not_select()
+fn a_run_writes_a_repo_creds_and_a_repository_secret_per_private_registry_in_the_argocd_namespace_it_does_not_select()
  {
     let h = Harness::new();
     h.namespaces(&["app", ARGOCD]);
@@ -73,18 +75,29 @@ fn a_run_writes_one_repo_creds_secret_per_private_registry_in_the_argocd_namespa
 
     run.expect_code(0);
     let pull = h.secret("app").expect("the pull Secret");
-    for (name, host) in [(FIRST_NAME, REGISTRY), (OTHER_NAME, OTHER)] {
+    for (name, host, kind, url) in [
+        (FIRST_NAME, REGISTRY, "repo-creds", format!("{REGISTRY}/")),
+        (
+            FIRST_REPOSITORY,
+            REGISTRY,
+            "repository",
+            REGISTRY.to_owned(),
+        ),
+        (OTHER_NAME, OTHER, "repo-creds", format!("{OTHER}/")),
+        (OTHER_REPOSITORY, OTHER, "repository", OTHER.to_owned()),
+    ] {
         let secret = argo_secret(&h, name).unwrap_or_else(|| panic!("no {name}"));
         assert_eq!(secret["type"], "Opaque");
         assert_eq!(
             secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"],
-            "repo-creds"
+            kind
         );
         assert_eq!(
-            data(&secret, "url").as_deref(),
-            Some(host),
-            "helm: the bare host"
+            data(&secret, "url"),
+            Some(url),
+            "helm: the host ended by a / for repo-creds, the bare host for the repository"
         );
+        assert_eq!(data(&secret, "project"), None, "no project set");
         assert_eq!(data(&secret, "username").as_deref(), Some("AWS"));
         assert_eq!(data(&secret, "type").as_deref(), Some("helm"));
         assert_eq!(data(&secret, "enableOCI").as_deref(), Some("true"));
@@ -107,12 +120,12 @@ fn a_run_writes_one_repo_creds_secret_per_private_registry_in_the_argocd_namespa
     );
     let summary = run.summary();
     assert_eq!(
-        summary["argocd_written"], 2,
+        summary["argocd_written"], 4,
         "none for ECR Public: {summary}"
     );
     assert_eq!(summary["namespaces"], 1);
     let message = termination(&h);
-    assert_eq!(message["argocd"], json!({"created": 2}));
+    assert_eq!(message["argocd"], json!({"created": 4}));
     assert_eq!(message["argocd_failed"], json!([]));
     assert_eq!(
         h.ecr.calls().len(),
@@ -191,7 +204,7 @@ fn a_run_where_nothing_is_due_writes_no_argo_cd_secret_and_asks_ecr_nothing_then
         1,
         "not written"
     );
-    assert_eq!(quiet.summary()["argocd_fresh"], 1);
+    assert_eq!(quiet.summary()["argocd_fresh"], 2);
 
     // Someone edits the password: due, rewritten in place, though the pull Secret is not due.
     h.cluster.seed(
@@ -230,7 +243,8 @@ fn a_dry_run_stores_no_argo_cd_secret() {
     assert_eq!(line(&run, FIRST_NAME)["outcome"], "would-create");
     assert_eq!(line(&run, FIRST_NAME)["uid_after"], "-");
     assert!(argo_secret(&h, FIRST_NAME).is_none());
-    assert_eq!(termination(&h)["argocd"], json!({"would-create": 1}));
+    assert!(argo_secret(&h, FIRST_REPOSITORY).is_none());
+    assert_eq!(termination(&h)["argocd"], json!({"would-create": 2}));
 }
 
 #[test]
@@ -285,8 +299,10 @@ fn the_oci_type_writes_an_oci_url_and_a_switch_from_helm_rewrites_it_in_place() 
     let after = argo_secret(&h, FIRST_NAME).unwrap();
     assert_eq!(uid(&after), uid(&before));
     assert_eq!(line(&run, FIRST_NAME)["due"], "entries-changed");
-    assert_eq!(data(&after, "url"), Some(format!("oci://{REGISTRY}")));
+    assert_eq!(data(&after, "url"), Some(format!("oci://{REGISTRY}/")));
     assert_eq!(data(&after, "type").as_deref(), Some("oci"));
+    let repository = argo_secret(&h, FIRST_REPOSITORY).unwrap();
+    assert_eq!(data(&repository, "url"), Some(format!("oci://{REGISTRY}")));
     // Created by a POST, its fields are owned by an update: an apply that no longer sends
     // enableOCI leaves it (Argo CD reads it for helm only).
     assert_eq!(data(&after, "enableOCI").as_deref(), Some("true"));
@@ -312,14 +328,21 @@ fn a_registry_removed_from_the_configuration_leaves_its_argo_cd_secret_alone_and
     h.run(&env(&on(&format!("{REGISTRY},{OTHER}")), &[]))
         .expect_code(0);
     let left = argo_secret(&h, OTHER_NAME).unwrap();
+    let left_repository = argo_secret(&h, OTHER_REPOSITORY).unwrap();
 
     let run = h.run(&env(&on(REGISTRY), &[]));
 
     run.expect_code(0);
     assert_eq!(argo_secret(&h, OTHER_NAME).unwrap(), left, "left as it was");
+    assert_eq!(
+        argo_secret(&h, OTHER_REPOSITORY).unwrap(),
+        left_repository,
+        "left as it was"
+    );
     let said = run.messages_starting("registry no longer configured");
-    assert_eq!(said.len(), 1, "{}", run.stdout);
+    assert_eq!(said.len(), 2, "{}", run.stdout);
     assert_eq!(said[0]["secret"], OTHER_NAME);
+    assert_eq!(said[1]["secret"], OTHER_REPOSITORY);
     assert_eq!(said[0]["registry"], OTHER);
     assert_eq!(line(&run, FIRST_NAME)["outcome"], "updated");
 }
@@ -342,6 +365,17 @@ fn the_argo_cd_variables_are_refused_before_anything_is_sent_when_they_cannot_wo
         (
             vec![("ECR_REFRESH_ARGOCD_NAMESPACE", "Argo CD")],
             "ECR_REFRESH_ARGOCD_NAMESPACE",
+        ),
+        (
+            vec![("ECR_REFRESH_ARGOCD_PROJECT", "team-a")],
+            "ECR_REFRESH_ARGOCD_PROJECT",
+        ),
+        (
+            vec![
+                ("ECR_REFRESH_ARGOCD_NAMESPACE", ARGOCD),
+                ("ECR_REFRESH_ARGOCD_PROJECT", "Team A"),
+            ],
+            "ECR_REFRESH_ARGOCD_PROJECT",
         ),
         (
             vec![
@@ -441,8 +475,15 @@ fn an_argo_cd_secret_deleted_between_our_read_and_our_apply_is_created_fresh_and
     assert_eq!(line(&changed, FIRST_NAME)["outcome"], "updated");
     assert_eq!(uid(&after), first);
     assert_eq!(after["metadata"]["labels"]["changed"], "meanwhile");
+    let patches: Vec<u16> = h
+        .cluster
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.ends_with(&format!("/{FIRST_NAME}")))
+        .map(|r| r.status)
+        .collect();
     assert_eq!(
-        h.statuses("PATCH", FIRST_NAME),
+        patches,
         [409, 200],
         "the stale apply refused, then one over what was read again"
     );
@@ -480,5 +521,117 @@ fn a_missing_argo_cd_namespace_fails_its_secrets_and_says_what_to_do() {
             .contains("fix ECR_REFRESH_ARGOCD_NAMESPACE"),
         "{l}"
     );
-    assert_eq!(run.summary()["argocd_failed"], 1);
+    assert_eq!(run.summary()["argocd_failed"], 2);
+}
+
+/// argo-cd's `NormalizeGitURL` as written out in common/argocd.rs: a trailing `/` kept,
+/// `.git` stripped, a port with no scheme a parse error (no URL at all).
+#[test]
+fn argo_cds_normalisation_keeps_a_trailing_slash_strips_git_and_fails_on_a_port_without_a_scheme() {
+    use common::argocd::normalize_git_url;
+    assert_eq!(
+        normalize_git_url(" HOST.example/Charts.git "),
+        "host.example/charts"
+    );
+    assert_eq!(normalize_git_url("host.example/"), "host.example/");
+    assert_eq!(normalize_git_url("123.example:444/c"), "");
+    assert_eq!(
+        normalize_git_url("oci://123.example:444/c"),
+        "oci://123.example:444/c"
+    );
+}
+
+/// Argo CD picks repository credentials by prefix (common/argocd.rs, from argo-cd's
+/// util/db/repository_secrets.go): what we write must serve our registry's repositories, the
+/// bare host among them, and no host that merely starts with ours.
+#[test]
+fn argo_cd_hands_the_token_to_our_registrys_repositories_and_never_to_a_host_that_starts_with_ours()
+{
+    for (repo_type, scheme) in [("helm", ""), ("oci", "oci://")] {
+        let h = Harness::new();
+        h.namespaces(&["app", ARGOCD]);
+        let vars = on(REGISTRY);
+        let run = h.run(&env(&vars, &[("ECR_REFRESH_ARGOCD_TYPE", repo_type)]));
+        run.expect_code(0);
+        let secrets: Vec<Value> = [FIRST_NAME, FIRST_REPOSITORY]
+            .iter()
+            .filter_map(|name| argo_secret(&h, name))
+            .collect();
+        let token = password(&h.secret("app").expect("the pull Secret"), REGISTRY);
+        for repo_url in [
+            format!("{scheme}{REGISTRY}"),
+            format!("{scheme}{REGISTRY}/charts"),
+            format!("{scheme}{REGISTRY}/x"),
+            format!("{scheme}{}/team/app.git", REGISTRY.to_uppercase()),
+        ] {
+            let found = common::argocd::credentials_for(&secrets, &repo_url, "default")
+                .unwrap_or_else(|| panic!("{repo_type}: no credentials for {repo_url}"));
+            let secret = argo_secret(&h, &found).unwrap();
+            assert_eq!(
+                data(&secret, "password").as_deref(),
+                Some(token.as_str()),
+                "{repo_type}: {repo_url} gets our token from {found}"
+            );
+        }
+        for repo_url in [
+            format!("{scheme}{REGISTRY}.attacker.example/c"),
+            format!("{scheme}{REGISTRY}:444/c"),
+            format!("{scheme}{REGISTRY}-attacker.example/c"),
+            format!("{scheme}{REGISTRY}.attacker.example"),
+        ] {
+            assert_eq!(
+                common::argocd::credentials_for(&secrets, &repo_url, "default"),
+                None,
+                "{repo_type}: Argo CD would send the token to {repo_url}; urls written: {:?}",
+                secrets
+                    .iter()
+                    .map(|s| data(s, "url").unwrap_or_default())
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+}
+
+/// ECR_REFRESH_ARGOCD_PROJECT scopes the `repository` Secret (the bare host) to one project;
+/// the repo-creds Secret, where Argo CD reads no project, serves the host's repositories in
+/// every project, and never carries one.
+#[test]
+fn the_project_scopes_the_repository_secret_and_never_the_repo_creds() {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    let vars = on(REGISTRY);
+    h.run(&env(&vars, &[])).expect_code(0);
+    let unscoped = uid(&argo_secret(&h, FIRST_REPOSITORY).unwrap());
+
+    let run = h.run(&env(
+        &vars,
+        &[
+            ("ECR_REFRESH_ARGOCD_PROJECT", "team-a"),
+            ("ECR_REFRESH_RENEW_BEFORE", "8h"),
+        ],
+    ));
+
+    run.expect_code(0);
+    let repository = argo_secret(&h, FIRST_REPOSITORY).unwrap();
+    assert_eq!(uid(&repository), unscoped, "scoped in place");
+    assert_eq!(line(&run, FIRST_REPOSITORY)["due"], "entries-changed");
+    assert_eq!(data(&repository, "project").as_deref(), Some("team-a"));
+    assert_eq!(line(&run, FIRST_NAME)["outcome"], "fresh");
+    let creds = argo_secret(&h, FIRST_NAME).unwrap();
+    assert_eq!(data(&creds, "project"), None);
+    let secrets = [creds, repository];
+    let found = |repo_url: &str, project: &str| {
+        common::argocd::credentials_for(&secrets, repo_url, project)
+    };
+    assert_eq!(found(REGISTRY, "team-a").as_deref(), Some(FIRST_REPOSITORY));
+    assert_eq!(
+        found(REGISTRY, "team-b"),
+        None,
+        "another project's bare host"
+    );
+    assert_eq!(
+        found(&format!("{REGISTRY}/charts"), "team-b").as_deref(),
+        Some(FIRST_NAME),
+        "repo-creds serve every project"
+    );
 }

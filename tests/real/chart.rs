@@ -1656,34 +1656,43 @@ fn the_notes_wait_returns_when_the_first_run_fails_as_when_it_is_done() {
 
 #[test]
 #[ignore = "needs helm (bash .ci/test)"]
-fn argocd_renders_a_role_by_name_in_its_namespace_and_its_own_policy_only_when_set() {
+fn argocd_renders_a_cluster_role_by_name_held_to_its_namespace_by_its_own_policy_only_when_set() {
     let other = "210987654321.dkr.ecr-fips.us-gov-west-1.amazonaws.com";
     let values = json!({
-        "argocd": {"namespace": "gitops", "type": "oci"},
+        "argocd": {"namespace": "gitops", "type": "oci", "project": "team-a"},
         "registries": [REGISTRY, "public.ecr.aws", other],
     });
     let docs = render(&values);
-    let role = named(&docs, "Role", "ecr-refresh-argocd");
-    assert_eq!(role["metadata"]["namespace"], "gitops");
+    // A ClusterRole: a kustomize overlay's namespace: would move a Role out of gitops.
+    let role = named(&docs, "ClusterRole", "ecr-refresh-argocd");
+    assert!(role["metadata"]["namespace"].is_null());
     assert_eq!(
         role["rules"][0]["resourceNames"],
         json!([
             "aws-ecr-token-123456789012-us-east-1",
-            "aws-ecr-token-210987654321-us-gov-west-1"
+            "aws-ecr-token-123456789012-us-east-1-repository",
+            "aws-ecr-token-210987654321-us-gov-west-1",
+            "aws-ecr-token-210987654321-us-gov-west-1-repository"
         ]),
-        "one per private registry, as src/argocd/mod.rs names them"
+        "two per private registry, as src/argocd/mod.rs names them"
     );
     assert_eq!(role["rules"][0]["verbs"], json!(["get", "patch"]));
-    named(&docs, "RoleBinding", "ecr-refresh-argocd");
+    named(&docs, "ClusterRoleBinding", "ecr-refresh-argocd");
     let policy = named(&docs, "ValidatingAdmissionPolicy", "ecr-refresh-argocd");
+    assert_eq!(
+        policy["spec"]["validations"][0]["expression"], "request.namespace == 'gitops'",
+        "the names it grants everywhere, written only in gitops"
+    );
     let urls = policy["spec"]["variables"][0]["expression"]
         .as_str()
         .unwrap();
     assert!(
         urls.contains(&format!(
-            "'aws-ecr-token-123456789012-us-east-1': 'oci://{REGISTRY}'"
+            "'aws-ecr-token-123456789012-us-east-1': 'oci://{REGISTRY}/'"
         )) && urls.contains(&format!(
-            "'aws-ecr-token-210987654321-us-gov-west-1': 'oci://{other}'"
+            "'aws-ecr-token-123456789012-us-east-1-repository': 'oci://{REGISTRY}'"
+        )) && urls.contains(&format!(
+            "'aws-ecr-token-210987654321-us-gov-west-1': 'oci://{other}/'"
         )),
         "{urls}"
     );
@@ -1692,8 +1701,17 @@ fn argocd_renders_a_role_by_name_in_its_namespace_and_its_own_policy_only_when_s
         .as_str()
         .unwrap();
     assert!(
-        encoded.contains(&b64(&format!("oci://{REGISTRY}"))),
+        encoded.contains(&b64(&format!("oci://{REGISTRY}/")))
+            && encoded.contains(&b64(&format!("oci://{REGISTRY}"))),
         "{encoded}"
+    );
+    let kinds = policy["spec"]["variables"][2]["expression"]
+        .as_str()
+        .unwrap();
+    assert!(
+        kinds.contains("'aws-ecr-token-123456789012-us-east-1': 'repo-creds'")
+            && kinds.contains("'aws-ecr-token-123456789012-us-east-1-repository': 'repository'"),
+        "{kinds}"
     );
     named(
         &docs,
@@ -1708,11 +1726,12 @@ fn argocd_renders_a_role_by_name_in_its_namespace_and_its_own_policy_only_when_s
     let cronjob = one(&docs, "CronJob");
     assert_eq!(env_value(cronjob, "ECR_REFRESH_ARGOCD_NAMESPACE"), "gitops");
     assert_eq!(env_value(cronjob, "ECR_REFRESH_ARGOCD_TYPE"), "oci");
+    assert_eq!(env_value(cronjob, "ECR_REFRESH_ARGOCD_PROJECT"), "team-a");
 
     // Off: none of it, and the type not sent (ecr-refresh refuses it alone).
     let off = render(&json!({}));
     assert!(
-        of_kind(&off, "Role")
+        of_kind(&off, "ClusterRole")
             .iter()
             .all(|r| r["metadata"]["name"] != "ecr-refresh-argocd")
     );
@@ -1721,6 +1740,12 @@ fn argocd_renders_a_role_by_name_in_its_namespace_and_its_own_policy_only_when_s
     assert_eq!(
         env_value(one(&off, "CronJob"), "ECR_REFRESH_ARGOCD_TYPE"),
         ""
+    );
+    let with_project = render(&json!({"argocd": {"project": "team-a"}}));
+    assert_eq!(
+        env_value(one(&with_project, "CronJob"), "ECR_REFRESH_ARGOCD_PROJECT"),
+        "",
+        "no project without the namespace"
     );
 
     // No private registry: refused, as ecr-refresh would refuse it.

@@ -31,6 +31,8 @@ use common::real::{
 use common::*;
 use control_plane::ControlPlane;
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The overlays a user writes to install elsewhere, and the ServiceAccount each makes:
 /// (kustomization lines, namespace, name).
@@ -338,4 +340,153 @@ fn the_policy_follows_each_overlay_refusing_every_attack_and_passing_a_full_run(
             && message(&body).contains("may only write the Secret named team-pull"),
         "{body}"
     );
+}
+
+/// kubectl 1.30 and 1.31 bundle kustomize v5.0.4-0.20230601165947-6ce0bf390ce3
+/// (`ECR_REFRESH_KUSTOMIZE_5_0`, `.ci/go-tool kustomize-5.0`), which knows no reference from
+/// a ValidatingAdmissionPolicyBinding's `spec.policyName` to its policy: without
+/// manifests/policy/namereference.yaml (and components/argocd's), a parent's `namePrefix:`
+/// renamed the policies and left bindings that name none, which enforce nothing.
+fn kustomize_5_0() -> PathBuf {
+    let path = std::env::var_os("ECR_REFRESH_KUSTOMIZE_5_0").map(PathBuf::from);
+    match path {
+        Some(path) if path.is_file() => path,
+        _ => panic!(
+            "needs ECR_REFRESH_KUSTOMIZE_5_0, the kustomize kubectl 1.30 bundles: \
+             export ECR_REFRESH_KUSTOMIZE_5_0=\"$(bash .ci/go-tool kustomize-5.0 | tail -1)/kustomize\""
+        ),
+    }
+}
+
+/// An overlay of the cluster-wide variant with `fields` and the service-accounts and argocd
+/// components, beside the manifests.
+fn overlay_with_components(root: &Path, i: usize, fields: &str) -> PathBuf {
+    let dir = root
+        .parent()
+        .expect("manifests sit in a directory")
+        .join(format!("overlay-5-0-{i}"));
+    std::fs::create_dir_all(&dir).expect("an overlay directory");
+    write(
+        &dir.join("kustomization.yaml"),
+        &format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n{fields}\n\
+             resources: [\"../manifests\"]\n\
+             components: [\"../manifests/components/service-accounts\", \"../manifests/components/argocd\"]\n"
+        ),
+    );
+    dir
+}
+
+/// Every binding's `policyName` is the name of a policy of the same rendering; the names.
+fn bindings_name_their_policies(rendered: &[Value], what: &str) -> Vec<String> {
+    let names = |kind: &str| -> Vec<String> {
+        rendered
+            .iter()
+            .filter(|d| d["kind"] == kind)
+            .map(|d| {
+                d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    };
+    let policies = names("ValidatingAdmissionPolicy");
+    let bindings: Vec<&Value> = rendered
+        .iter()
+        .filter(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
+        .collect();
+    assert_eq!(bindings.len(), 2, "{what}: the main and Argo CD bindings");
+    for binding in bindings {
+        let named = binding["spec"]["policyName"].as_str().unwrap_or_default();
+        assert!(
+            policies.iter().any(|p| p == named),
+            "{what}: binding {} names policy {named}, but the policies rendered are {policies:?}: \
+             it binds nothing",
+            binding["metadata"]["name"]
+        );
+    }
+    policies
+}
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS and ECR_REFRESH_KUSTOMIZE_5_0 (bash .ci/test)"]
+fn under_kubectl_1_30s_kustomize_and_todays_every_binding_names_its_policy_and_every_attack_is_refused()
+ {
+    let old = kustomize_5_0();
+    let turn = installs();
+    let cp: &ControlPlane = &turn;
+    // Today's kubectl: the suite's (1.37), or the one .ci/compat names while the server is 1.30.
+    let kubectl = std::env::var_os("ECR_REFRESH_KUBECTL_TODAY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cp.assets().join("kubectl"));
+    let manifests = copy();
+    let root = manifests.path().join("manifests");
+    let targets = targets("");
+    seed(cp, targets);
+    namespaces(cp, &["argocd"]);
+    let overlays: [(&str, &str, &str); 4] = [
+        ("", "ecr-refresh", "ecr-refresh"),
+        ("namespace: platform", "platform", "ecr-refresh"),
+        ("namePrefix: prod-", "ecr-refresh", "prod-ecr-refresh"),
+        (
+            "namespace: platform\nnamePrefix: prod-",
+            "platform",
+            "prod-ecr-refresh",
+        ),
+    ];
+    for (i, (fields, namespace, name)) in overlays.into_iter().enumerate() {
+        let dir = overlay_with_components(&root, i, fields);
+        let today = documents(&common::real::ok(
+            common::real::kubectl(cp, &kubectl, cp.admin_kubeconfig())
+                .arg("kustomize")
+                .arg(&dir),
+            "",
+        ));
+        let rendered = documents(&common::real::ok(
+            Command::new(&old).arg("build").arg(&dir),
+            "",
+        ));
+        let policies =
+            bindings_name_their_policies(&rendered, &format!("kustomize 5.0, {fields:?}"));
+        let policies_today =
+            bindings_name_their_policies(&today, &format!("kubectl 1.37, {fields:?}"));
+        assert_eq!(policies, policies_today, "{fields:?}: the same policies");
+
+        // Each rendering applied on the server (1.37 in the suite, 1.30 under .ci/compat):
+        // every attack refused by its own policy. Two renderings with the same objects are
+        // one to apply.
+        let sorted = |docs: &[Value]| {
+            let mut docs: Vec<String> = docs.iter().map(Value::to_string).collect();
+            docs.sort();
+            docs
+        };
+        let mut renderings = vec![("kustomize 5.0", rendered)];
+        if sorted(&today) != sorted(&renderings[0].1) {
+            renderings.push(("today's kubectl", today));
+        }
+        for (tool, rendered) in renderings {
+            let ((ns, sa), denied) = renamed(&rendered);
+            assert_eq!(
+                (ns.as_str(), sa.as_str()),
+                (namespace, name),
+                "{tool}, {fields}"
+            );
+            admin(cp, &["apply", "-f", "-"], &yaml(&rendered));
+            wait_until_enforced_for(cp, targets.0, (namespace, name), SECRET);
+            eventually("the witness held", || {
+                match witness_held(cp, targets.0, SECRET)? {
+                    true => Ok(()),
+                    false => Err("admitted".into()),
+                }
+            });
+            attacks_refused(cp, "", fields, (namespace, name), &denied);
+            let objects: Vec<Value> = rendered
+                .into_iter()
+                .filter(|d| d["kind"] != "Namespace")
+                .collect();
+            admin(cp, &["delete", "-f", "-"], &yaml(&objects));
+            wait_until_no_policy(cp, targets.0);
+        }
+    }
 }

@@ -499,7 +499,8 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
           # this one does not write is refused: give each install its own Secret name.
           - name: ECR_REFRESH_INSTALL
             value: {{ .Values.install | quote }}
-          # Argo CD's namespace: a repo-creds Secret per private registry there; empty: none.
+          # Argo CD's namespace: a repo-creds and a repository Secret per private registry
+          # there; empty: none.
           - name: ECR_REFRESH_ARGOCD_NAMESPACE
             value: {{ .Values.argocd.namespace | quote }}
           # helm or oci: how Argo CD reads the registry; only with ECR_REFRESH_ARGOCD_NAMESPACE.
@@ -533,6 +534,10 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
           # How long the session's credentials live (CreateSession's durationSeconds).
           - name: ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION
             value: {{ if $rolesAnywhere.trustAnchorArn }}{{ $rolesAnywhere.sessionDuration | quote }}{{ else }}""{{ end }}
+          # The Argo CD project the repository Secrets are for; empty: every project. Only
+          # with ECR_REFRESH_ARGOCD_NAMESPACE.
+          - name: ECR_REFRESH_ARGOCD_PROJECT
+            value: {{ if .Values.argocd.namespace }}{{ .Values.argocd.project | quote }}{{ else }}""{{ end }}
           {{- if $webIdentity.roleArn }}
           # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
           - name: AWS_ROLE_ARN
@@ -560,17 +565,23 @@ entry is removed). */}}
 {{- end }}
 
 {{/*
-The Argo CD Secrets (argocd.namespace), as JSON: each name, <secretName>-<account>-<region>,
-to its registry host, for every private registry in `registries` (ECR Public gets none), as
-ecr-refresh names them (src/argocd/mod.rs). Fails when none is private: ecr-refresh would
-refuse the configuration (exit 2).
+The Argo CD Secrets (argocd.namespace), as JSON: each name to its kind (Argo CD's secret-type
+label) and url, two for every private registry in `registries` (ECR Public gets none), as
+ecr-refresh names and writes them (src/argocd/mod.rs): the repo-creds Secret
+<secretName>-<account>-<region>, url <host>/ (Argo CD matches repo-creds by prefix, so the
+url ends at a delimiter: <host>.attacker.example does not start with it), and the repository
+Secret <that name>-repository, url <host> (matched exactly). oci://<host>/ and oci://<host>
+with argocd.type oci. Fails when none is private: ecr-refresh would refuse the configuration
+(exit 2).
 */}}
 {{- define "ecr-refresh.argocdSecrets" -}}
 {{- $secrets := dict -}}
+{{- $prefix := ternary "oci://" "" (eq .Values.argocd.type "oci") -}}
 {{- range .Values.registries -}}
 {{- if regexMatch "^[0-9]{12}\\.dkr[.-]ecr(-fips)?\\.[a-z0-9-]+\\." . -}}
 {{- $name := printf "%s-%s" $.Values.secretName (regexReplaceAll "^([0-9]{12})\\.dkr[.-]ecr(-fips)?\\.([a-z0-9-]+)\\..*$" . "${1}-${3}") -}}
-{{- $_ := set $secrets $name . -}}
+{{- $_ := set $secrets $name (dict "kind" "repo-creds" "url" (printf "%s%s/" $prefix .)) -}}
+{{- $_ := set $secrets (printf "%s-repository" $name) (dict "kind" "repository" "url" (printf "%s%s" $prefix .)) -}}
 {{- end -}}
 {{- end -}}
 {{- if not $secrets -}}
