@@ -434,6 +434,26 @@ fn the_books_install_overlay_renders_with_kubectl_alone() {
     }
 }
 
+/// A book overlay's kustomization added to the install overlay's, as the page says to: its
+/// own `resources` (the variant and its files) and fields (`namespace`, `namePrefix`), the
+/// install overlay's `images`, then both lists of `components` and `patches`.
+fn added_to(base: &str, snippet: &str) -> String {
+    let base = objects(base)
+        .into_iter()
+        .next()
+        .expect("the install overlay");
+    let mut merged = objects(snippet).into_iter().next().expect("the overlay");
+    merged["images"] = base["images"].clone();
+    for key in ["components", "patches"] {
+        let mut list = base[key].as_array().cloned().unwrap_or_default();
+        list.extend(merged[key].as_array().cloned().unwrap_or_default());
+        if !list.is_empty() {
+            merged[key] = Value::Array(list);
+        }
+    }
+    serde_json::to_string(&merged).expect("JSON")
+}
+
 /// The kustomize page's overlays for what users change (`## Changes in your overlay` and
 /// `## Into another namespace`), each rendered as written beside a copy of the manifests:
 /// each does what its heading says, and no overlay of those sections goes untested.
@@ -451,6 +471,7 @@ fn the_books_overlays_render_what_they_say() {
         [
             "Another Secret name",
             "The IAM role, with IRSA",
+            "EKS Pod Identity",
             "Static keys",
             "A Pushgateway",
             "Without the admission policy",
@@ -471,9 +492,21 @@ fn the_books_overlays_render_what_they_say() {
         .iter()
         .map(|e| e["name"].as_str().expect("a name").to_owned())
         .collect();
+    // Each is shown on its own, to be added to the install overlay at the top of the page,
+    // which pins the image and sets the region: rendered so, both hold.
+    let base = common::manifests::book_overlays(&page, &["Manifests"])
+        .into_iter()
+        .next()
+        .expect("the page's install overlay");
+    let base_kustomization = &base.files[0].1;
     for overlay in &overlays {
         let what = overlay.name.as_str();
-        let (_dir, install) = common::manifests::write_book_overlay(overlay);
+        let mut overlay = common::manifests::BookOverlay {
+            name: overlay.name.clone(),
+            files: overlay.files.clone(),
+        };
+        overlay.files[0].1 = added_to(base_kustomization, &overlay.files[0].1);
+        let (_dir, install) = common::manifests::write_book_overlay(&overlay);
         let text = kustomize(&install);
         let docs = objects(&text);
         let find = |kind: &str, name: &str| -> Option<&Value> {
@@ -495,10 +528,19 @@ fn the_books_overlays_render_what_they_say() {
                 .map(|e| e["value"].as_str().unwrap_or("").to_owned())
                 .collect()
         };
-        // Whatever else changed, every variable is still there once.
+        // Whatever else changed, every variable is still there once, the install overlay's
+        // region and image with them.
         for name in &shipped_env {
             assert_eq!(env(name).len(), 1, "{what}: {name} once");
         }
+        assert_eq!(env("AWS_REGION"), ["eu-west-1"], "{what}: the region");
+        assert!(
+            container["image"]
+                .as_str()
+                .is_some_and(|i| i.ends_with(&format!(":{}", env!("CARGO_PKG_VERSION")))),
+            "{what}: the image pinned: {}",
+            container["image"]
+        );
         let resource_names = |kind: &str, name: &str| -> Vec<Value> {
             docs.iter()
                 .filter(|d| d["kind"] == kind && d["metadata"]["name"] == name)
@@ -534,6 +576,15 @@ fn the_books_overlays_render_what_they_say() {
                 assert_eq!(
                     account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"],
                     "arn:aws:iam::444455556666:role/ecr-refresh"
+                );
+            }
+            "EKS Pod Identity" => {
+                let account = find("ServiceAccount", "ecr-refresh").expect("the ServiceAccount");
+                assert!(
+                    account["metadata"]["annotations"]
+                        .get("eks.amazonaws.com/role-arn")
+                        .is_none(),
+                    "{what}: no IRSA annotation left: {account}"
                 );
             }
             "Static keys" => {

@@ -423,7 +423,7 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
             value: {{ .Values.aws.region | quote }}
           {{- end }}
           # refresh; or check, which writes nothing and reports per namespace what keeps
-          # its pods from pulling (README, Troubleshooting; rights: check.podRights, or
+          # its pods from pulling (docs/src/troubleshooting.md; rights: check.podRights, or
           # the kustomize component components/check).
           - name: ECR_REFRESH_MODE
             value: {{ .Values.mode | quote }}
