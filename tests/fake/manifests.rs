@@ -708,6 +708,13 @@ fn no_region_is_chosen_for_the_user() {
     );
 }
 
+/// A variant, its components, and the variables they mean to set.
+type Case = (
+    &'static str,
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+);
+
 /// The CronJob's env, name to value, as a render shows it.
 fn env_map(rendered: &str) -> std::collections::BTreeMap<String, String> {
     let cronjob = objects(rendered)
@@ -756,7 +763,7 @@ fn the_components_set_the_variables_they_mean_by_name() {
         by_index.join("\n")
     );
 
-    let cases: [(&str, &[&str], &[(&str, &str)]); 8] = [
+    let cases: [Case; 8] = [
         (
             "namespaced",
             &[],
@@ -827,7 +834,6 @@ fn the_components_set_the_variables_they_mean_by_name() {
             .expect("the env")
             .reverse();
         fs::write(&path, serde_json::to_string(&doc).expect("JSON")).expect("write");
-        let root = copy.path().join("manifests");
         let overlay = copy.path().join("overlay");
         fs::create_dir_all(&overlay).expect("an overlay directory");
         let list: Vec<String> = components
@@ -843,7 +849,6 @@ fn the_components_set_the_variables_they_mean_by_name() {
             ),
         )
         .expect("writing the overlay");
-        let _ = root;
         let reordered = env_map(&kustomize(&overlay));
         assert_eq!(
             reordered, shipped,
