@@ -494,7 +494,7 @@ fn the_books_overlays_render_what_they_say() {
         .collect();
     // Each is shown on its own, to be added to the install overlay at the top of the page,
     // which pins the image and sets the region: rendered so, both hold.
-    let base = common::manifests::book_overlays(&page, &["Manifests"])
+    let base = common::manifests::book_overlays(&page, &["With kustomize"])
         .into_iter()
         .next()
         .expect("the page's install overlay");

@@ -249,7 +249,7 @@ fn the_readmes_kustomize_install_applies_as_written() {
     let turn = installs();
     let cp: &ControlPlane = &turn;
     let page = common::docs::page("install/kustomize.md");
-    let overlay = common::manifests::book_overlays(&page, &["Manifests"])
+    let overlay = common::manifests::book_overlays(&page, &["With kustomize"])
         .into_iter()
         .next()
         .expect("the book's install overlay, under its first heading");
