@@ -244,3 +244,35 @@ fn a_generated_part_is_found_between_its_markers_and_replaced_whole() {
     );
     assert_eq!(with_generated(&new, "x.md", "| new |\n"), new, "stable");
 }
+
+/// Before the first release no image or chart is published: a page that names the published
+/// image (`ghcr.io/ecr-refresh/ecr-refresh`) or chart (`oci://ghcr.io/ecr-refresh/charts`)
+/// must say so, in those words, and show the path that works today beside it: the image
+/// built and pushed to a registry of yours (`REGISTRY/ecr-refresh`).
+#[test]
+fn a_page_naming_the_published_image_or_chart_shows_the_pre_release_path_beside_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut texts = crate::common::docs::texts();
+    texts.retain(|(path, _)| path != "RELEASING.md" && path != "CONTRIBUTING.md");
+    let chart_readme = "charts/ecr-refresh/README.md";
+    texts.push((
+        chart_readme.to_owned(),
+        std::fs::read_to_string(root.join(chart_readme)).expect("the chart's README"),
+    ));
+    let mut missing = Vec::new();
+    for (path, text) in &texts {
+        if !(text.contains("ghcr.io/ecr-refresh/ecr-refresh")
+            || text.contains("oci://ghcr.io/ecr-refresh/charts"))
+        {
+            continue;
+        }
+        let lower = text.to_lowercase();
+        if !lower.contains("no image or chart is published yet") {
+            missing.push(format!("{path}: names the published image or chart without saying \"No image or chart is published yet\""));
+        }
+        if !text.contains("REGISTRY/ecr-refresh") {
+            missing.push(format!("{path}: names the published image or chart without the image built and pushed to REGISTRY/ecr-refresh"));
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}

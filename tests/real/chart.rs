@@ -1843,3 +1843,110 @@ fn the_charts_argocd_policy_refuses_the_argo_cd_attacks() {
     }
     helm.expect(&["uninstall", release, "-n", ns], None);
 }
+
+/// The `--set` values of a shell command, as Helm reads them: `a.b\.c=v` is `{a: {"b.c": v}}`;
+/// `true`, `false` and numbers are typed unless given with `--set-string`.
+fn set_values(command: &str) -> Value {
+    let mut values = json!({});
+    let words: Vec<&str> = command.split_whitespace().collect();
+    for pair in words.windows(2) {
+        let typed = match pair[0] {
+            "--set" => true,
+            "--set-string" => false,
+            _ => continue,
+        };
+        let arg = pair[1].trim_matches('\'').trim_matches('"');
+        let (key, value) = arg
+            .split_once('=')
+            .unwrap_or_else(|| panic!("--set {arg}: no ="));
+        let keys: Vec<String> = key
+            .replace("\\\\", "\\")
+            .replace("\\.", "\u{0}")
+            .split('.')
+            .map(|k| k.replace('\u{0}', "."))
+            .collect();
+        let value = match value {
+            "true" if typed => json!(true),
+            "false" if typed => json!(false),
+            v if typed && v.parse::<i64>().is_ok() => json!(v.parse::<i64>().unwrap()),
+            v => json!(v),
+        };
+        let mut at = &mut values;
+        for k in &keys[..keys.len() - 1] {
+            at = at
+                .as_object_mut()
+                .expect("a map")
+                .entry(k.clone())
+                .or_insert_with(|| json!({}));
+        }
+        at[keys.last().expect("a key").as_str()] = value;
+    }
+    values
+}
+
+/// The chart chooses no region: rendered without one, the CronJob has no AWS_REGION entry at
+/// all. And every `helm install` or `helm upgrade --install` that README, the chart's README
+/// and the book show sets `aws.region`, which the CronJob then renders.
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn no_default_region_and_every_helm_recipe_renders_the_region_it_sets() {
+    let defaults = render(&json!({}));
+    assert!(
+        env_of(one(&defaults, "CronJob"))
+            .iter()
+            .all(|(name, _)| name != "AWS_REGION"),
+        "the chart's defaults set AWS_REGION"
+    );
+    let mut texts = common::docs::texts();
+    for extra in ["README.md", "charts/ecr-refresh/README.md"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(extra);
+        texts.push((
+            extra.to_owned(),
+            std::fs::read_to_string(&path).expect("a README"),
+        ));
+    }
+    let mut recipes = 0;
+    for (page, text) in &texts {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let line = line.trim();
+            if !(line.starts_with("helm install ") || line.starts_with("helm upgrade --install ")) {
+                continue;
+            }
+            let mut command = String::new();
+            for part in &lines[i..] {
+                let part = part.trim();
+                match part.strip_suffix('\\') {
+                    Some(p) => {
+                        command.push_str(p);
+                        command.push(' ');
+                    }
+                    None => {
+                        command.push_str(part);
+                        break;
+                    }
+                }
+            }
+            // The one placeholder the book leaves in a value: a Roles Anywhere id.
+            let values =
+                set_values(&command.replace("<id>", "00000000-0000-0000-0000-000000000000"));
+            let region = values["aws"]["region"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{page}: `{command}` sets no aws.region"))
+                .to_owned();
+            let mut values = values;
+            // The image is not pulled here; a registry of your own is not needed to render.
+            values["image"]["repository"] = json!("registry.example/ecr-refresh");
+            let docs = render(&values);
+            let env = env_of(one(&docs, "CronJob"));
+            let set: Vec<&str> = env
+                .iter()
+                .filter(|(n, _)| n == "AWS_REGION")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            assert_eq!(set, [region.as_str()], "{page}: `{command}`");
+            recipes += 1;
+        }
+    }
+    assert!(recipes >= 3, "found only {recipes} Helm recipes");
+}

@@ -186,6 +186,24 @@ fn the_readmes_helm_install_and_the_books_upgrade_and_uninstall_run_as_written()
     };
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
         .expect("README.md");
+    // The namespace first, with the Pod Security labels the manifests set, as the book's
+    // Helm page creates it: one way everywhere.
+    for start in [
+        "kubectl create namespace ecr-refresh",
+        "kubectl label namespace ecr-refresh",
+    ] {
+        let command = shell_command(&readme, start)
+            .unwrap_or_else(|| panic!("README creates the namespace: `{start}`"));
+        let args: Vec<String> = words(&command).into_iter().skip(1).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::common::real::admin(&cp, &args, "");
+    }
+    let namespace =
+        crate::common::real::get(&cp, "namespace", "", "ecr-refresh").expect("the namespace");
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
+        "{namespace}"
+    );
     let install = shell_command(&readme, "helm install ecr-refresh charts/ecr-refresh")
         .expect("README shows the Helm install from the checkout");
     let args: Vec<String> = words(&install.replace("REGISTRY", "registry.example"))

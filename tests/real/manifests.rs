@@ -249,7 +249,7 @@ fn the_readmes_kustomize_install_applies_as_written() {
     let turn = installs();
     let cp: &ControlPlane = &turn;
     let page = common::docs::page("install/kustomize.md");
-    let overlay = common::manifests::book_overlays(&page, &["Manifests"])
+    let overlay = common::manifests::book_overlays(&page, &["With kustomize"])
         .into_iter()
         .next()
         .expect("the book's install overlay, under its first heading");
@@ -305,6 +305,144 @@ fn the_readmes_kustomize_install_applies_as_written() {
         assert!(
             common::real::get(cp, kind, "", name).is_none(),
             "{kind} {name} deleted"
+        );
+    }
+}
+
+/// The quick-path pages, each run top to bottom as far as a cluster goes: its overlay
+/// `ecr-refresh-install/kustomization.yaml`, extracted from the page, is applied with
+/// `kubectl apply -k` beside a copy of the manifests; the page's own `kubectl` commands
+/// (the keys' Secret, the first-run Job) are accepted as written; the CronJob carries the
+/// page's image, region and registry; and the binary, run as the ServiceAccount the overlay
+/// installed with the CronJob's settings, writes the Secret.
+///
+/// Substitutions, and only these: `REGISTRY` (your registry) is `registry.example`; the run
+/// is the binary on this machine, not the CronJob's pod, with the AWS endpoints and
+/// credentials pointed at the fakes (the harness), its registry the fake ECR's, and its
+/// namespaces one of this test's (the page's run selects all).
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_quick_paths_install_as_written_and_their_run_writes_the_secret() {
+    for (path, registry, irsa) in [
+        (
+            "quick/k3s.md",
+            "111122223333.dkr.ecr.eu-west-1.amazonaws.com",
+            false,
+        ),
+        (
+            "quick/eks.md",
+            "444455556666.dkr.ecr.eu-west-1.amazonaws.com",
+            true,
+        ),
+    ] {
+        let page = common::docs::page(path);
+        assert!(
+            page.lines().count() <= 150,
+            "{path}: at most 150 lines, has {}",
+            page.lines().count()
+        );
+        let turn = installs();
+        let cp: &ControlPlane = &turn;
+        let mut overlay = common::manifests::book_overlays(&page, &["3. Install"])
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("{path}: an overlay under `## 3. Install`"));
+        for (_, body) in &mut overlay.files {
+            *body = body.replace("REGISTRY/", "registry.example/");
+        }
+        let (_dir, install) = common::manifests::write_book_overlay(&overlay);
+        let dir = install.to_str().expect("a UTF-8 path");
+        assert!(
+            page.contains("kubectl apply -k ecr-refresh-install/"),
+            "{path}: applies the overlay"
+        );
+        let rendered = common::manifests::documents(&admin(cp, &["kustomize", dir], ""));
+        admin(cp, &["apply", "-k", dir], "");
+
+        // The page's other kubectl commands, as written.
+        let mut commands: Vec<String> = Vec::new();
+        let lines: Vec<&str> = page.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !(line.starts_with("kubectl -n ecr-refresh create secret")
+                || line.starts_with("kubectl create job --from=cronjob/ecr-refresh"))
+            {
+                continue;
+            }
+            let mut command = String::new();
+            for part in &lines[i..] {
+                match part.trim().strip_suffix('\\') {
+                    Some(p) => {
+                        command.push_str(p);
+                        command.push(' ');
+                    }
+                    None => {
+                        command.push_str(part.trim());
+                        break;
+                    }
+                }
+            }
+            commands.push(command);
+        }
+        assert!(!commands.is_empty(), "{path}: its first run");
+        for command in &commands {
+            let words: Vec<&str> = command
+                .split('#')
+                .next()
+                .expect("a command")
+                .split_whitespace()
+                .skip(1)
+                .collect();
+            admin(cp, &words, "");
+        }
+        if !irsa {
+            assert!(
+                common::real::get(cp, "secret", "ecr-refresh", "ecr-refresh-aws").is_some(),
+                "{path}: the keys' Secret"
+            );
+        }
+        assert!(
+            common::real::get(cp, "job", "ecr-refresh", "ecr-refresh-first").is_some(),
+            "{path}: the first run's Job"
+        );
+
+        let cronjob =
+            common::real::get(cp, "cronjob", "ecr-refresh", "ecr-refresh").expect("the CronJob");
+        let container =
+            &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            container["image"],
+            format!("registry.example/ecr-refresh:{}", env!("CARGO_PKG_VERSION")),
+            "{path}"
+        );
+        let env = container["env"].to_string();
+        assert!(
+            env.contains(r#"{"name":"AWS_REGION","value":"eu-west-1"}"#),
+            "{path}: {env}"
+        );
+        assert!(env.contains(registry), "{path}: {env}");
+        let account =
+            common::real::get(cp, "serviceaccount", "ecr-refresh", "ecr-refresh").expect("SA");
+        assert_eq!(
+            account["metadata"]["annotations"]
+                .get("eks.amazonaws.com/role-arn")
+                .is_some(),
+            irsa,
+            "{path}: the IRSA annotation only on EKS: {account}"
+        );
+
+        let namespace = "quick-path";
+        common::real::namespaces(cp, &[namespace]);
+        let shipped = common::manifests::cronjob_env(&yaml(&rendered));
+        let env = common::real::env(&shipped, namespace, &[]);
+        let h = common::real::RealHarness::new(cp);
+        let run = h.run(&env);
+        run.expect_code(0);
+        assert_eq!(run.outcome(namespace), "created", "{path}");
+        assert!(h.secret(namespace).is_some(), "{path}: the Secret written");
+        assert_eq!(
+            h.refused(),
+            Vec::<String>::new(),
+            "{path}: refused requests"
         );
     }
 }

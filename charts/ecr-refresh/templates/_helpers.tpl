@@ -423,7 +423,7 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
             value: {{ .Values.aws.region | quote }}
           {{- end }}
           # refresh; or check, which writes nothing and reports per namespace what keeps
-          # its pods from pulling (README, Troubleshooting; rights: check.podRights, or
+          # its pods from pulling (docs/src/troubleshooting.md; rights: check.podRights, or
           # the kustomize component components/check).
           - name: ECR_REFRESH_MODE
             value: {{ .Values.mode | quote }}
@@ -493,8 +493,7 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
           # The assumed role's session name, as CloudTrail records it.
           - name: ECR_REFRESH_ASSUME_ROLE_SESSION_NAME
             value: {{ .Values.aws.assumeRole.sessionName | quote }}
-          # After the variables that came before it, so that the components' patches by index
-          # still hold. This install's name on the Secrets it writes; empty is the ServiceAccount it
+          # This install's name on the Secrets it writes; empty is the ServiceAccount it
           # runs as (<namespace>/<name>). A Secret another install wrote for registries
           # this one does not write is refused: give each install its own Secret name.
           - name: ECR_REFRESH_INSTALL
