@@ -36,6 +36,10 @@
 //! kube-apiserver's own lease renewals and informer re-watches are not the tools'; peak RSS is GNU time's (`/usr/bin/time`, needed); etcd's size is
 //! its own `etcd_mvcc_db_total_size_in_bytes` (and `…_in_use_…`) after each run.
 
+// A test's unwrap is its assertion, in the helpers as in the #[test]s (clippy.toml allows
+// the latter; the product refuses unwrap_used).
+#![allow(clippy::unwrap_used)]
+
 #[path = "../tests/common/real_scale.rs"]
 mod real;
 

@@ -24,7 +24,7 @@ const ATTEMPTS: usize = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArgoError {
-    #[error("{0}")]
+    #[error(transparent)]
     NotOurs(#[from] NotOurs),
     #[error("the Argo CD namespace does not exist: create it, or fix ECR_REFRESH_ARGOCD_NAMESPACE")]
     NoNamespace,

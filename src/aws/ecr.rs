@@ -151,7 +151,7 @@ pub enum EcrError {
     )]
     NoRegion,
     /// Before any ECR call: the credential source named, and what it was refused.
-    #[error("{0}")]
+    #[error(transparent)]
     Credentials(#[from] CredentialError),
     #[error(
         "{api} failed: {message}; check that the credentials (IRSA role, EKS Pod Identity or keys) are \

@@ -13,7 +13,7 @@ use crate::check::Finding;
 use crate::pull_secret::due::{Due, Policy, TOKEN_LIFETIME};
 
 /// One Argo CD Secret's findings: empty when Argo CD can log in with it until the next run.
-pub async fn check(
+pub(super) async fn check(
     client: &Client,
     argocd: &ArgoCd,
     policy: &Policy<'_>,

@@ -91,7 +91,7 @@ impl fmt::Display for Group {
 }
 
 /// Every kind, as `Finding::kind` names them: the metrics report each, zero included.
-pub const KINDS: &[&str] = &[
+pub(super) const KINDS: &[&str] = &[
     "secret-missing",
     "wrong-type",
     "unreadable",
@@ -216,7 +216,7 @@ impl fmt::Display for Finding {
 
 /// The Secret as the check read it: its findings, and what the pods' checks need of it.
 #[derive(Debug, Default)]
-pub struct SecretState {
+pub(super) struct SecretState {
     pub findings: Vec<Finding>,
     /// Its `auths` entries as the kubelet's keyring indexes them (`keyring::key`): a host,
     /// or a host and a path.
@@ -228,7 +228,7 @@ pub struct SecretState {
 /// The Secret's own findings: every reason a refresh would refuse or rewrite it, by the
 /// refresh's own decision. One exception: with RENEW_BEFORE of a token's life or more, a
 /// refresh rewrites every Secret on every run, so only an expired token is a finding then.
-pub fn secret_findings(
+pub(super) fn secret_findings(
     secret: Option<&Secret>,
     policy: &Policy<'_>,
     now: SystemTime,
@@ -307,7 +307,7 @@ pub fn secret_findings(
 impl SecretState {
     /// Whether an entry serves `target` (an image's repository, or a bare host: every image
     /// on it) as the kubelet's keyring matches them: `HOST/team-x` does not serve `HOST/web`.
-    pub fn serves(&self, target: &str) -> bool {
+    pub(super) fn serves(&self, target: &str) -> bool {
         self.entries.iter().any(|key| keyring::matches(key, target))
     }
 }

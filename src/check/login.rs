@@ -34,7 +34,7 @@ const ANSWER_CHARS: usize = 300;
 /// reverse-sorted index tries them first (keyring.go `BasicDockerKeyring.Add`); read as the
 /// kubelet reads an entry, `auth` before `username` and `password` (`keyring::credentials`).
 /// Ok(None): no entry serves it. Err: the kubelet can't read the entry, with why.
-pub fn credentials(secret: &Secret, image: &str) -> Result<Option<Credentials>, String> {
+pub(super) fn credentials(secret: &Secret, image: &str) -> Result<Option<Credentials>, String> {
     let Some(value) = secret.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
         return Ok(None);
     };
@@ -78,7 +78,7 @@ type Outcome = Arc<OnceCell<Option<Finding>>>;
 type LoginKey = (String, [u8; 32]);
 
 /// Login results shared by every namespace of a run.
-pub struct Logins {
+pub(super) struct Logins {
     client: Result<Client, String>,
     /// Each (host, digest of the credentials)'s result, tried once.
     results: Mutex<HashMap<LoginKey, Outcome>>,
@@ -91,7 +91,7 @@ impl Default for Logins {
 }
 
 impl Logins {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         let client = login::client().map_err(|e| error_chain(&e));
         Self {
             client,
@@ -101,7 +101,7 @@ impl Logins {
 
     /// Tries `image` on `host` with these credentials, once per (host, credentials) in a run.
     /// None: the registry let the manifest be read.
-    pub async fn try_image(
+    pub(super) async fn try_image(
         &self,
         host: &str,
         image: &str,

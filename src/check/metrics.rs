@@ -16,7 +16,7 @@ use super::findings::KINDS;
 use crate::config::pushgateway::Pushgateway;
 
 /// The check's job on the Pushgateway.
-pub const JOB: &str = "ecr-refresh-check";
+pub(super) const JOB: &str = "ecr-refresh-check";
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
@@ -35,7 +35,7 @@ fn count(n: usize) -> i64 {
 
 /// The check's metrics in the Prometheus text format: its own under `ecr_refresh_check_`, and
 /// the certificate's expiry under the name a refresh pushes it with.
-pub fn encode_check(
+pub(super) fn encode_check(
     exit_code: u8,
     duration: Duration,
     tally: Option<&Tally>,
@@ -95,7 +95,7 @@ pub fn encode_check(
     text
 }
 
-pub async fn push(
+pub(super) async fn push(
     gateway: &Pushgateway,
     exit_code: u8,
     duration: Duration,

@@ -7,13 +7,13 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::findings::{Finding, Group, SecretState};
-pub use crate::pods::{
+pub(super) use crate::pods::{
     Account, EcrImage, Managed, Recovery, RecoveryContext, ecr_images, not_wired, owner, recovery,
     service_account, stuck,
 };
 
 /// Everything a namespace's pods are held against.
-pub struct Context<'a> {
+pub(super) struct Context<'a> {
     pub secret_name: &'a str,
     pub secret: &'a SecretState,
     pub managed: &'a Managed,
@@ -23,7 +23,7 @@ pub struct Context<'a> {
 }
 
 /// The pods' findings, those of one controller merged into one with a count.
-pub fn pod_findings(pods: &[Pod], cx: &Context<'_>) -> Vec<Finding> {
+pub(super) fn pod_findings(pods: &[Pod], cx: &Context<'_>) -> Vec<Finding> {
     let mut found = Vec::new();
     for pod in pods {
         let images = ecr_images(pod);

@@ -14,7 +14,7 @@ const MUST_BE_TEXT: [&str; 2] = [PREFIX, "AWS_"];
 /// showing its value. Any other is not ours to read: `envFrom` over a Secret with binary data
 /// puts such values in the environment, and they are skipped unread (`std::env::vars` would
 /// panic and print them).
-pub fn text_vars(
+pub(super) fn text_vars(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Result<Vec<(String, String)>, ConfigError> {
     let mut text = Vec::new();

@@ -80,7 +80,7 @@ pub enum ConfigError {
     },
     /// The Roles Anywhere certificate or key can't be used (read by a refresh before anything
     /// is sent: [`Config::identity`]).
-    #[error("{0}")]
+    #[error(transparent)]
     Certificate(IdentityError),
 }
 

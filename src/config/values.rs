@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 /// Namespaces written at once, at most.
-pub const MAX_CONCURRENCY: usize = 1024;
+pub(super) const MAX_CONCURRENCY: usize = 1024;
 
 /// A comma-separated list; blanks between commas are ignored, an empty list is refused.
-pub fn parse_list<T>(
+pub(super) fn parse_list<T>(
     value: &str,
     parse: impl Fn(&str) -> Result<T, String>,
 ) -> Result<Vec<T>, String> {
@@ -24,7 +24,7 @@ pub fn parse_list<T>(
 }
 
 /// The list without repeats, in order: a name given twice is one thing, done once.
-pub fn first_of_each<T: Eq + std::hash::Hash + Clone>(mut items: Vec<T>) -> Vec<T> {
+pub(super) fn first_of_each<T: Eq + std::hash::Hash + Clone>(mut items: Vec<T>) -> Vec<T> {
     let mut seen = std::collections::HashSet::new();
     items.retain(|item| seen.insert(item.clone()));
     items
@@ -34,7 +34,7 @@ pub fn first_of_each<T: Eq + std::hash::Hash + Clone>(mut items: Vec<T>) -> Vec<
 const TRUE: [&str; 3] = ["true", "yes", "1"];
 const FALSE: [&str; 3] = ["false", "no", "0"];
 
-pub fn parse_bool(s: &str) -> Result<bool, String> {
+pub(super) fn parse_bool(s: &str) -> Result<bool, String> {
     let s = s.to_ascii_lowercase();
     if TRUE.contains(&s.as_str()) {
         Ok(true)
@@ -50,7 +50,7 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
-pub fn parse_concurrency(s: &str) -> Result<usize, String> {
+pub(super) fn parse_concurrency(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if (1..=MAX_CONCURRENCY).contains(&n) => Ok(n),
         _ => Err(format!(
@@ -60,14 +60,14 @@ pub fn parse_concurrency(s: &str) -> Result<usize, String> {
 }
 
 /// ECR_REFRESH_EVICT_LIMIT: how many pods one run may evict.
-pub fn parse_evict_limit(s: &str) -> Result<usize, String> {
+pub(super) fn parse_evict_limit(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if (1..=10_000).contains(&n) => Ok(n),
         _ => Err("must be a whole number from 1 to 10000".into()),
     }
 }
 
-pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_timeout(s: &str) -> Result<Duration, String> {
     match humantime::parse_duration(s) {
         Ok(d) if d >= Duration::from_secs(1) => Ok(d),
         _ => Err("must be a duration of at least 1s, like '90s', '5m' or '1h'".into()),
@@ -75,7 +75,7 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
 }
 
 /// A positive duration. Above 12h (an ECR token's life) every Secret is due on every run.
-pub fn parse_renew_before(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_renew_before(s: &str) -> Result<Duration, String> {
     match humantime::parse_duration(s) {
         Ok(d) if !d.is_zero() => Ok(d),
         _ => Err(

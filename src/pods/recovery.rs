@@ -19,7 +19,7 @@ use super::{
 
 /// The owners whose controllers recreate an evicted pod, as it was. A Job recreates one too,
 /// but counts the eviction as a failed pod against its backoffLimit: its pods are left.
-pub const CONTROLLERS: &[&str] = &["ReplicaSet", "StatefulSet", "DaemonSet"];
+pub(super) const CONTROLLERS: &[&str] = &["ReplicaSet", "StatefulSet", "DaemonSet"];
 
 /// Why a pull failed, read from the kubelet's message (`waiting.message`). The kubelet quotes
 /// the runtime's error (containerd's resolver: `authorization failed: no basic auth

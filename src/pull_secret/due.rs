@@ -438,7 +438,7 @@ pub(crate) mod fixtures {
     };
 
     /// A Secret as our write leaves it: entries for `written`, the record, expiring at `expires`.
-    pub fn ours(written: &[&str], expires: &str) -> Secret {
+    pub(crate) fn ours(written: &[&str], expires: &str) -> Secret {
         let registries: Vec<RegistryHost> = written
             .iter()
             .map(|h| RegistryHost::from_str(h).expect("a registry host"))
@@ -472,7 +472,7 @@ pub(crate) mod fixtures {
         secret
     }
 
-    pub fn annotate(mut secret: Secret, key: &str, value: Option<&str>) -> Secret {
+    pub(crate) fn annotate(mut secret: Secret, key: &str, value: Option<&str>) -> Secret {
         let annotations = secret.metadata.annotations.get_or_insert_default();
         match value {
             Some(v) => annotations.insert(key.to_owned(), v.to_owned()),
@@ -482,7 +482,7 @@ pub(crate) mod fixtures {
     }
 
     /// kubectl's last-applied annotation, holding a password for `host`.
-    pub fn last_applied(host: &str) -> String {
+    pub(crate) fn last_applied(host: &str) -> String {
         let value = format!(r#"{{"auths":{{"https://{host}":{{"password":"old"}}}}}}"#);
         serde_json::json!({
             "data": { DATA_KEY: base64::engine::general_purpose::STANDARD.encode(value) }

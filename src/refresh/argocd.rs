@@ -29,7 +29,7 @@ enum NotDone {
 
 /// Every Argo CD Secret, one after the other (a handful: one per private registry), then a
 /// line for each registry this run dropped from the pull Secrets whose Argo CD Secret is left.
-pub async fn refresh(
+pub(super) async fn refresh(
     shared: &Shared<'_>,
     argocd: &ArgoCd,
     report: &mut Report,

@@ -10,7 +10,7 @@ use tracing::{info, warn};
 use crate::cluster::whoami;
 use crate::pull_secret::install::Install;
 
-pub struct InstallName<'a> {
+pub(super) struct InstallName<'a> {
     /// ECR_REFRESH_INSTALL, or the pod's ServiceAccount.
     known: Option<&'a Install>,
     client: &'a Client,
@@ -18,7 +18,7 @@ pub struct InstallName<'a> {
 }
 
 impl<'a> InstallName<'a> {
-    pub fn new(known: Option<&'a Install>, client: &'a Client) -> Self {
+    pub(super) fn new(known: Option<&'a Install>, client: &'a Client) -> Self {
         Self {
             known,
             client,
@@ -28,7 +28,7 @@ impl<'a> InstallName<'a> {
 
     /// The name, asking the API server the first time when none is configured. None: it could
     /// not be had; a write then keeps the name a Secret records, and a new Secret records none.
-    pub async fn get(&self) -> Option<&Install> {
+    pub(super) async fn get(&self) -> Option<&Install> {
         if let Some(known) = self.known {
             return Some(known);
         }

@@ -9,7 +9,7 @@ use crate::pull_secret::write::{SkipReason, Written};
 use crate::report::{AccountOutcome, Outcome, Report, Summary, exit};
 use crate::run::end::NOTHING_SELECTED;
 
-pub fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
+pub(super) fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
     let error = format!("left undone: {reason}; the next run covers it");
     // `as_str`, not `%`: a &str field is quoted in text logs, as every other line's outcome is.
     error!(namespace, secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "namespace failed");
@@ -19,7 +19,7 @@ pub fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
 /// write of ours recorded it and this run's configuration no longer names it: pods that pull
 /// from it lose their token. Two setups sharing one identity with different registries undo
 /// each other this way; the line says so, once per run.
-pub fn log_dropped(dropped: &std::collections::BTreeMap<String, usize>, dry_run: bool) {
+pub(super) fn log_dropped(dropped: &std::collections::BTreeMap<String, usize>, dry_run: bool) {
     for (registry, &namespaces) in dropped {
         if dry_run {
             warn!(
@@ -41,7 +41,7 @@ pub fn log_dropped(dropped: &std::collections::BTreeMap<String, usize>, dry_run:
 }
 
 /// The namespace's one line: the level says how it went, the fields what happened.
-pub fn log_written(
+pub(super) fn log_written(
     namespace: &str,
     secret: &str,
     w: &Written,
@@ -118,7 +118,7 @@ pub fn log_written(
 
 /// The run's summary: INFO when it succeeded, WARN when only names in the list are wrong,
 /// ERROR when namespaces failed or were not reached.
-pub fn log_summary(report: &Report, summary: &Summary, config: &Config) {
+pub(super) fn log_summary(report: &Report, summary: &Summary, config: &Config) {
     let (level, message) = if report.exit_code() == exit::OK {
         (Level::INFO, "run complete")
     } else if report.nothing_selected() {

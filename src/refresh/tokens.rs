@@ -11,27 +11,27 @@ use crate::aws::{ecr, login};
 use crate::config::Config;
 use crate::pull_secret::install::Install;
 use crate::pull_secret::write::Desired;
-pub use crate::run::end::TokenError;
+pub(super) use crate::run::end::TokenError;
 
 /// The run's tokens, fetched when the first namespace turns out to be due: a run where nothing
 /// is due asks ECR nothing. Every due namespace waits on the one fetch, so it is still one call
 /// per region per run, and no namespace is written before the tokens (and the login check)
 /// are in hand. A failure is kept: every namespace waiting sees it, and the run ends, having
 /// written nothing.
-pub struct Tokens<'a> {
+pub(super) struct Tokens<'a> {
     pub sdk: &'a SdkConfig,
     pub config: &'a Config,
     pub cell: OnceCell<Result<Fetched, Arc<TokenError>>>,
 }
 
-pub struct Fetched {
+pub(super) struct Fetched {
     pub tokens: ecr::Tokens,
     /// RFC 3339, the earliest expiry of the tokens.
     pub expires_at: String,
 }
 
 impl Tokens<'_> {
-    pub async fn get(&self) -> Result<&Fetched, Arc<TokenError>> {
+    pub(super) async fn get(&self) -> Result<&Fetched, Arc<TokenError>> {
         self.cell
             .get_or_init(|| async { self.fetch().await.map_err(Arc::new) })
             .await
@@ -56,13 +56,17 @@ impl Tokens<'_> {
     }
 
     /// The tokens, if this run fetched them.
-    pub fn fetched(&self) -> Option<&Fetched> {
+    pub(super) fn fetched(&self) -> Option<&Fetched> {
         self.cell.get().and_then(|r| r.as_ref().ok())
     }
 }
 
 impl Fetched {
-    pub fn desired<'a>(&'a self, config: &'a Config, install: Option<&'a Install>) -> Desired<'a> {
+    pub(super) fn desired<'a>(
+        &'a self,
+        config: &'a Config,
+        install: Option<&'a Install>,
+    ) -> Desired<'a> {
         Desired {
             name: &config.secret_name,
             credentials: self.tokens.credentials(),
@@ -81,7 +85,7 @@ impl Fetched {
 
 /// The time to the second, as the Secret records it (`ecr-refresh/token-expires-at`): what a
 /// later run reads back is then what this one reports.
-pub fn whole_seconds(at: SystemTime) -> SystemTime {
+pub(super) fn whole_seconds(at: SystemTime) -> SystemTime {
     let secs = at
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -43,7 +43,7 @@ pub enum Unavailable {
     #[error("{}", ecr::EcrError::NoRegion)]
     NoRegion,
     /// The region found is not one of the partition data's.
-    #[error("{0}")]
+    #[error(transparent)]
     UnknownRegion(#[from] crate::aws::region::UnknownRegion),
     /// A role to assume, and no region to ask STS in.
     #[error("{}", crate::aws::credentials::CredentialError::AssumeRoleNoRegion)]
@@ -56,9 +56,9 @@ pub enum Unavailable {
         error: Arc<TokenError>,
         accounts_added: Vec<String>,
     },
-    #[error("{0}")]
+    #[error(transparent)]
     Cluster(#[from] ClusterError),
-    #[error("{0}")]
+    #[error(transparent)]
     Namespaces(#[from] NamespaceError),
 }
 

@@ -38,7 +38,7 @@ fn go_url_round_trip(s: &str) -> Option<String> {
 }
 
 /// argo-cd's `git.NormalizeGitURL`, for URLs with no SSH form.
-pub fn normalize_git_url(url: &str) -> String {
+pub(crate) fn normalize_git_url(url: &str) -> String {
     let url = url.trim().to_lowercase();
     let url = url.strip_suffix(".git").unwrap_or(&url);
     go_url_round_trip(url).unwrap_or_default()
@@ -66,7 +66,7 @@ fn name(secret: &Value) -> String {
 
 /// The name of the Secret whose credentials Argo CD uses for `repo_url` in an Application of
 /// `project`, among `secrets` (the Argo CD namespace's); None: it pulls without any.
-pub fn credentials_for(secrets: &[Value], repo_url: &str, project: &str) -> Option<String> {
+pub(crate) fn credentials_for(secrets: &[Value], repo_url: &str, project: &str) -> Option<String> {
     let same_url = |s: &Value| {
         data(s, "url").is_some_and(|u| normalize_git_url(&u) == normalize_git_url(repo_url))
     };

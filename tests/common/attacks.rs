@@ -10,7 +10,7 @@ use super::{REGISTRY, SECRET, b64};
 /// ServiceAccounts and Events, and the TokenRequest (RBAC names a subresource apart:
 /// `serviceaccounts` grants no `serviceaccounts/token`). The policy must hold without
 /// RBAC's help.
-pub const WIDE_RBAC: &str = "
+pub(crate) const WIDE_RBAC: &str = "
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: too-wide}
@@ -28,7 +28,7 @@ subjects:
 ";
 
 /// [`WIDE_RBAC`] granted to the ServiceAccount `(namespace, name)`.
-pub fn wide_rbac((namespace, name): (&str, &str)) -> String {
+pub(crate) fn wide_rbac((namespace, name): (&str, &str)) -> String {
     WIDE_RBAC.replace(
         "{kind: ServiceAccount, name: ecr-refresh, namespace: ecr-refresh}",
         &format!("{{kind: ServiceAccount, name: {name}, namespace: {namespace}}}"),
@@ -36,10 +36,11 @@ pub fn wide_rbac((namespace, name): (&str, &str)) -> String {
 }
 
 /// The attack that needs an Opaque Secret named like ours in the victim namespace.
-pub const OPAQUE_UPDATE: &str = "an Opaque Secret named like ours made a pull Secret by a patch";
+pub(crate) const OPAQUE_UPDATE: &str =
+    "an Opaque Secret named like ours made a pull Secret by a patch";
 
 /// A request a stolen token could make: what it is, and how to send it.
-pub struct Attack {
+pub(crate) struct Attack {
     pub what: &'static str,
     /// The part of the policy's message that names the rule it breaks.
     pub refused_with: &'static str,
@@ -49,7 +50,7 @@ pub struct Attack {
     pub body: Value,
 }
 
-pub fn pull_secret_body(name: &str) -> Value {
+pub(crate) fn pull_secret_body(name: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": { "name": name, "labels": { "app.kubernetes.io/managed-by": "ecr-refresh" } },
@@ -61,7 +62,7 @@ pub fn pull_secret_body(name: &str) -> Value {
 /// Every attack the issue names, and a few more. Namespace `victim` holds no Secret of ours
 /// (creates), `ours` holds our Secret with someone else's annotation, label and data key,
 /// and both a `default` ServiceAccount with others' imagePullSecrets.
-pub fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
+pub(crate) fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
     let creates = format!("/api/v1/namespaces/{victim}/secrets");
     let secret = format!("/api/v1/namespaces/{ours}/secrets/{SECRET}");
     let account = format!("/api/v1/namespaces/{ours}/serviceaccounts/default");
@@ -339,7 +340,7 @@ pub fn attacks(victim: &str, ours: &str) -> Vec<Attack> {
 /// real server only (tests/real/admission.rs): the fake serves no subresource of Secrets or
 /// ServiceAccounts (its only one is pods/status), so there they would be a 404, not a test
 /// of the policy. Secrets have no subresource to write on either server.
-pub fn subresource_attacks(ours: &str) -> Vec<Attack> {
+pub(crate) fn subresource_attacks(ours: &str) -> Vec<Attack> {
     let token = format!("/api/v1/namespaces/{ours}/serviceaccounts/default/token");
     let request = |bound: Value| {
         let mut spec = json!({ "audiences": [], "expirationSeconds": 600 });
@@ -369,7 +370,7 @@ pub fn subresource_attacks(ours: &str) -> Vec<Attack> {
 }
 
 /// The pod `web-0` of [`pod_attacks`], made by the admin in `ours` first.
-pub fn victim_pod(ours: &str) -> Value {
+pub(crate) fn victim_pod(ours: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": { "name": "web-0", "namespace": ours, "labels": { "app": "web" } },
@@ -382,7 +383,7 @@ pub fn victim_pod(ours: &str) -> Value {
 /// period, at pod `web-0` in `ours` ([`victim_pod`]). RBAC refuses the first three unless
 /// widened ([`WIDE_POD_RBAC`]); the policy refuses them all. Sent to the real server only
 /// (tests/real/admission.rs): the fake serves no pods/eviction.
-pub fn pod_attacks(ours: &str) -> Vec<Attack> {
+pub(crate) fn pod_attacks(ours: &str) -> Vec<Attack> {
     let pods = format!("/api/v1/namespaces/{ours}/pods");
     let pod = format!("{pods}/web-0");
     let eviction = |options: Value| {
@@ -439,7 +440,7 @@ pub fn pod_attacks(ours: &str) -> Vec<Attack> {
 }
 
 /// Everything on pods, for [`pod_attacks`] with RBAC out of the way: the policy alone.
-pub const WIDE_POD_RBAC: &str = "
+pub(crate) const WIDE_POD_RBAC: &str = "
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: too-wide-pods}
@@ -457,7 +458,7 @@ subjects:
 ";
 
 /// A Warning Event as src/cluster/events.rs writes it, regarding our Secret in `namespace`.
-pub fn event_body(namespace: &str) -> Value {
+pub(crate) fn event_body(namespace: &str) -> Value {
     json!({
         "apiVersion": "events.k8s.io/v1", "kind": "Event",
         "metadata": { "name": format!("{SECRET}.18a2b3c4d5e6f708"), "namespace": namespace },
@@ -471,7 +472,7 @@ pub fn event_body(namespace: &str) -> Value {
 
 /// What [`OPAQUE_UPDATE`] needs first: someone else's Opaque Secret named like ours in
 /// `victim`, with the field manager that made it.
-pub fn opaque_under_our_name(victim: &str) -> (&'static str, Value) {
+pub(crate) fn opaque_under_our_name(victim: &str) -> (&'static str, Value) {
     (
         "kubectl-create",
         json!({ "apiVersion": "v1", "kind": "Secret",
@@ -482,7 +483,7 @@ pub fn opaque_under_our_name(victim: &str) -> (&'static str, Value) {
 
 /// The namespaces the attacks aim at (in the namespaced variant's, so that its Roles let
 /// them reach admission): (victim, ours).
-pub fn targets(variant: &str) -> (&'static str, &'static str) {
+pub(crate) fn targets(variant: &str) -> (&'static str, &'static str) {
     if variant.is_empty() {
         ("victim", "ours")
     } else {
@@ -494,7 +495,7 @@ pub fn targets(variant: &str) -> (&'static str, &'static str) {
 /// ServiceAccount holding others' imagePullSecrets, and `ours` with our Secret carrying
 /// someone else's label, annotation and data key. Each object with the field manager that
 /// made it.
-pub fn target_objects((victim, ours): (&str, &str)) -> Vec<(&'static str, Value)> {
+pub(crate) fn target_objects((victim, ours): (&str, &str)) -> Vec<(&'static str, Value)> {
     let mut objects = Vec::new();
     for ns in [victim, ours] {
         objects.push((
@@ -525,19 +526,19 @@ pub fn target_objects((victim, ours): (&str, &str)) -> Vec<(&'static str, Value)
 // ---- Argo CD's repository credentials (components/argocd, the chart's argocd.namespace) ----
 
 /// The Argo CD Secret the component writes: the pull Secret's name, account and region.
-pub const ARGOCD_SECRET: &str = "aws-ecr-token-123456789012-us-east-1";
+pub(crate) const ARGOCD_SECRET: &str = "aws-ecr-token-123456789012-us-east-1";
 /// The `repository` Secret beside it: its name and `-repository`.
-pub const ARGOCD_REPOSITORY: &str = "aws-ecr-token-123456789012-us-east-1-repository";
+pub(crate) const ARGOCD_REPOSITORY: &str = "aws-ecr-token-123456789012-us-east-1-repository";
 
 /// The url a repo-creds Secret of ours holds: the host ended by a `/` (src/argocd/mod.rs).
-pub fn argocd_creds_url() -> String {
+pub(crate) fn argocd_creds_url() -> String {
     format!("{REGISTRY}/")
 }
 /// Its namespace in the component.
-pub const ARGOCD_NAMESPACE: &str = "argocd";
+pub(crate) const ARGOCD_NAMESPACE: &str = "argocd";
 
 /// Our Argo CD Secret as a run writes it, with `url`.
-pub fn argocd_secret_body(name: &str, url: &str) -> Value {
+pub(crate) fn argocd_secret_body(name: &str, url: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": { "name": name, "labels": {
@@ -552,7 +553,7 @@ pub fn argocd_secret_body(name: &str, url: &str) -> Value {
 /// The attacks on the Argo CD namespace `ns`, where our Secret is `name`. A POST aims at a
 /// namespace without our Secret (`argocd_target_objects(ns, name, false)`), every other
 /// request at one with it (`true`).
-pub fn argocd_attacks(ns: &str, name: &str) -> Vec<Attack> {
+pub(crate) fn argocd_attacks(ns: &str, name: &str) -> Vec<Attack> {
     let creates = format!("/api/v1/namespaces/{ns}/secrets");
     let ours = format!("{creates}/{name}");
     let merge = "application/merge-patch+json";
@@ -702,7 +703,7 @@ pub fn argocd_attacks(ns: &str, name: &str) -> Vec<Attack> {
 
 /// Which of [`attacks`] the manifests' own RBAC refuses before admission: it grants no
 /// delete, no ServiceAccount create, no core/v1 Event and no TokenRequest.
-pub fn refused_by_rbac(what: &str) -> bool {
+pub(crate) fn refused_by_rbac(what: &str) -> bool {
     what == "a delete of our Secret"
         || what == "a ServiceAccount create"
         || what == "a core/v1 Event"
@@ -711,7 +712,7 @@ pub fn refused_by_rbac(what: &str) -> bool {
 
 /// Which of the Argo CD attacks the shipped RBAC refuses before admission: the Role grants
 /// get and patch on our Secret's name only, and no delete.
-pub fn argocd_refused_by_rbac(what: &str) -> bool {
+pub(crate) fn argocd_refused_by_rbac(what: &str) -> bool {
     what == "Argo CD: argocd-secret's admin password"
         || what == "Argo CD: a cluster Secret's server"
         || what == "Argo CD: a delete of our Secret"
@@ -719,7 +720,11 @@ pub fn argocd_refused_by_rbac(what: &str) -> bool {
 
 /// The Argo CD namespace as Argo CD and others left it: its own argocd-secret, a cluster
 /// Secret, and (with `ours`) our Secret with someone else's label, annotation and key.
-pub fn argocd_target_objects(ns: &str, name: &str, ours: bool) -> Vec<(&'static str, Value)> {
+pub(crate) fn argocd_target_objects(
+    ns: &str,
+    name: &str,
+    ours: bool,
+) -> Vec<(&'static str, Value)> {
     let mut objects = vec![
         (
             "kubectl-create",

@@ -20,7 +20,7 @@ fn markdown_under(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Every documentation file, README.md first, then the others in path order.
-pub fn files() -> Vec<PathBuf> {
+pub(crate) fn files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     markdown_under(&repo().join("docs/src"), &mut files);
     files.push(repo().join("CONTRIBUTING.md"));
@@ -31,13 +31,13 @@ pub fn files() -> Vec<PathBuf> {
 }
 
 /// One page of the book, by its path under docs/src.
-pub fn page(path: &str) -> String {
+pub(crate) fn page(path: &str) -> String {
     let file = repo().join("docs/src").join(path);
     std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
 }
 
 /// Each documentation file with its text and its path from the repository's root.
-pub fn texts() -> Vec<(String, String)> {
+pub(crate) fn texts() -> Vec<(String, String)> {
     files()
         .into_iter()
         .map(|f| {

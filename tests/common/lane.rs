@@ -123,7 +123,7 @@ fn uid_of(secret: &Secret) -> String {
 }
 
 /// Two runs keep the Secret's uid and rotate its password.
-pub fn two_runs_keep_the_uid_and_rotate_the_password(h: &Binary, kubeconfig: &str) {
+pub(crate) fn two_runs_keep_the_uid_and_rotate_the_password(h: &Binary, kubeconfig: &str) {
     let mut cluster = LaneCluster::connect(kubeconfig);
     let ns = cluster.namespace();
 
@@ -140,7 +140,7 @@ pub fn two_runs_keep_the_uid_and_rotate_the_password(h: &Binary, kubeconfig: &st
 
 /// Another registry's entry survives a write byte for byte; a Secret of another type under
 /// our name fails its namespace and is left as it was.
-pub fn foreign_entries_survive_and_wrong_types_are_refused(h: &Binary, kubeconfig: &str) {
+pub(crate) fn foreign_entries_survive_and_wrong_types_are_refused(h: &Binary, kubeconfig: &str) {
     let mut cluster = LaneCluster::connect(kubeconfig);
     let (mixed, opaque) = (cluster.namespace(), cluster.namespace());
     let foreign = r#"{"auths":{"ghcr.io":{"auth":"dXNlcjpwYXNz"}}}"#;
@@ -178,7 +178,7 @@ pub fn foreign_entries_survive_and_wrong_types_are_refused(h: &Binary, kubeconfi
 }
 
 /// A dry run stores nothing.
-pub fn a_dry_run_stores_nothing(h: &Binary, kubeconfig: &str) {
+pub(crate) fn a_dry_run_stores_nothing(h: &Binary, kubeconfig: &str) {
     let mut cluster = LaneCluster::connect(kubeconfig);
     let ns = cluster.namespace();
 
@@ -193,7 +193,7 @@ pub fn a_dry_run_stores_nothing(h: &Binary, kubeconfig: &str) {
 /// record (issue 49, item 7): install A adopts a Secret made by hand, a by-hand run rewrites it, and
 /// install B, writing another account's registry, is still refused instead of taking A's entry
 /// over; A's next run is not refused.
-pub fn a_run_with_no_install_name_keeps_the_recorded_install(h: &Binary, kubeconfig: &str) {
+pub(crate) fn a_run_with_no_install_name_keeps_the_recorded_install(h: &Binary, kubeconfig: &str) {
     const A: &str = "111111111111.dkr.ecr.eu-west-1.amazonaws.com";
     const B: &str = "222222222222.dkr.ecr.eu-west-1.amazonaws.com";
     let mut cluster = LaneCluster::connect(kubeconfig);

@@ -11,7 +11,7 @@ fn repo() -> &'static Path {
 }
 
 /// `kubectl kustomize DIR`.
-pub fn kustomize(dir: &Path) -> String {
+pub(crate) fn kustomize(dir: &Path) -> String {
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(dir)
@@ -28,7 +28,7 @@ pub fn kustomize(dir: &Path) -> String {
 
 /// A variant ("" for manifests/, "namespaced"), as shipped or with the service-accounts
 /// component, rendered from `root` (a manifests directory: a copy, see [`copy`]).
-pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> String {
+pub(crate) fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> String {
     render_overlay_from(
         root,
         variant,
@@ -38,14 +38,14 @@ pub fn render_from(root: &Path, variant: &str, with_service_accounts: bool) -> S
 }
 
 /// A variant, as shipped or with one component of manifests/components (by its directory).
-pub fn render_from_with(root: &Path, variant: &str, component: Option<&str>) -> String {
+pub(crate) fn render_from_with(root: &Path, variant: &str, component: Option<&str>) -> String {
     render_overlay_from(root, variant, "", component)
 }
 
 /// A variant rendered through an overlay of the user's: `fields` are its kustomization's
 /// own lines (`namespace: platform`, `namePrefix: prod-`), with or without the
 /// service-accounts component.
-pub fn render_overlay(variant: &str, fields: &str, with_service_accounts: bool) -> String {
+pub(crate) fn render_overlay(variant: &str, fields: &str, with_service_accounts: bool) -> String {
     let copy = copy();
     render_overlay_from(
         &copy.path().join("manifests"),
@@ -72,7 +72,7 @@ fn render_overlay_from(
 /// The directory to kustomize (or `kubectl apply -k`) for a variant ("" for manifests/,
 /// "namespaced") of the manifests directory `root` (a copy, see [`copy`]): the variant's
 /// own, or with the service-accounts component an overlay written next to `root`.
-pub fn kustomization(root: &Path, variant: &str, with_service_accounts: bool) -> PathBuf {
+pub(crate) fn kustomization(root: &Path, variant: &str, with_service_accounts: bool) -> PathBuf {
     kustomization_with(
         root,
         variant,
@@ -82,7 +82,7 @@ pub fn kustomization(root: &Path, variant: &str, with_service_accounts: bool) ->
 }
 
 /// The same with an overlay's own lines (`fields`) and one component of manifests/components.
-pub fn kustomization_with(
+pub(crate) fn kustomization_with(
     root: &Path,
     variant: &str,
     fields: &str,
@@ -118,14 +118,14 @@ pub fn kustomization_with(
 }
 
 /// The repository's manifests rendered with one component (or none), from a copy.
-pub fn render_component(variant: &str, component: Option<&str>) -> String {
+pub(crate) fn render_component(variant: &str, component: Option<&str>) -> String {
     let copy = copy();
     render_from_with(&copy.path().join("manifests"), variant, component)
 }
 
 /// A variant ("" for manifests/, "namespaced") with components (paths under manifests/, such
 /// as "components/monitoring"), rendered from a copy of the repository's manifests.
-pub fn render_with_components(variant: &str, components: &[&str]) -> String {
+pub(crate) fn render_with_components(variant: &str, components: &[&str]) -> String {
     let copy = copy();
     let root = copy.path().join("manifests");
     if components.is_empty() {
@@ -150,7 +150,7 @@ pub fn render_with_components(variant: &str, components: &[&str]) -> String {
 }
 
 /// The repository's manifests rendered (from a copy: nothing is written into the repository).
-pub fn render(variant: &str, with_service_accounts: bool) -> String {
+pub(crate) fn render(variant: &str, with_service_accounts: bool) -> String {
     let copy = copy();
     render_from(
         &copy.path().join("manifests"),
@@ -173,19 +173,19 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// A temporary directory holding a copy of manifests/ as `manifests`.
-pub fn copy() -> tempfile::TempDir {
+pub(crate) fn copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a temporary directory");
     copy_dir(&repo().join("manifests"), &dir.path().join("manifests"));
     dir
 }
 
 /// The rendered documents.
-pub fn documents(yaml: &str) -> Vec<Value> {
+pub(crate) fn documents(yaml: &str) -> Vec<Value> {
     fake_cluster::yaml_documents(yaml).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Documents back into one YAML stream (JSON is YAML).
-pub fn yaml(docs: &[Value]) -> String {
+pub(crate) fn yaml(docs: &[Value]) -> String {
     docs.iter()
         .map(|d| serde_json::to_string(d).expect("a JSON value serialises"))
         .collect::<Vec<_>>()
@@ -195,7 +195,7 @@ pub fn yaml(docs: &[Value]) -> String {
 /// The variables a run takes from the rendered CronJob: the Secret's name, the namespaces,
 /// the ServiceAccounts and Argo CD's namespace and type (the harness sets the log format,
 /// registries and termination log).
-pub fn cronjob_env(rendered: &str) -> Vec<(String, String)> {
+pub(crate) fn cronjob_env(rendered: &str) -> Vec<(String, String)> {
     let cronjob = documents(rendered)
         .into_iter()
         .find(|d| d["kind"] == "CronJob")
@@ -224,7 +224,7 @@ pub fn cronjob_env(rendered: &str) -> Vec<(String, String)> {
 }
 
 /// `cronjob_env` as the harness takes it.
-pub fn as_env(env: &[(String, String)]) -> Vec<(&str, &str)> {
+pub(crate) fn as_env(env: &[(String, String)]) -> Vec<(&str, &str)> {
     env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
 
@@ -233,14 +233,14 @@ pub fn as_env(env: &[(String, String)]) -> Vec<(&str, &str)> {
 /// starts a new overlay; `name` is its heading, with the caption's words after the file
 /// name, if any (`Into another namespace, a new namespace`).
 #[derive(Debug)]
-pub struct BookOverlay {
+pub(crate) struct BookOverlay {
     pub name: String,
     pub files: Vec<(String, String)>,
 }
 
 /// Every overlay of a page whose heading is one of `headings` or under one (`#`, `##` and
 /// `###`).
-pub fn book_overlays(page: &str, headings: &[&str]) -> Vec<BookOverlay> {
+pub(crate) fn book_overlays(page: &str, headings: &[&str]) -> Vec<BookOverlay> {
     let mut overlays: Vec<BookOverlay> = Vec::new();
     let (mut section, mut heading, mut wanted) = (String::new(), String::new(), false);
     let mut lines = page.lines().peekable();
@@ -299,7 +299,7 @@ pub fn book_overlays(page: &str, headings: &[&str]) -> Vec<BookOverlay> {
 /// A book overlay written as the book says: `ecr-refresh-install/` beside a copy of the
 /// repository's manifests as `ecr-refresh/manifests`. Returns the temporary directory (keep
 /// it while you use the overlay) and the overlay's directory.
-pub fn write_book_overlay(overlay: &BookOverlay) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn write_book_overlay(overlay: &BookOverlay) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     copy_dir(
         &repo().join("manifests"),

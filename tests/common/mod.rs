@@ -5,17 +5,17 @@
 //! and a token handed out by the fake ECR anywhere in the binary's output.
 #![allow(dead_code)]
 
-pub mod argocd;
-pub mod attacks;
-pub mod docs;
-pub mod lane;
-pub mod manifests;
-pub mod pki;
-pub mod pods;
-pub mod proxy;
-pub mod pushgateway;
-pub mod real;
-pub mod registry;
+pub(crate) mod argocd;
+pub(crate) mod attacks;
+pub(crate) mod docs;
+pub(crate) mod lane;
+pub(crate) mod manifests;
+pub(crate) mod pki;
+pub(crate) mod pods;
+pub(crate) mod proxy;
+pub(crate) mod pushgateway;
+pub(crate) mod real;
+pub(crate) mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -24,13 +24,13 @@ use base64::Engine as _;
 use fake_cluster::{FakeCluster, FakeEcr, Resource};
 use serde_json::{Value, json};
 
-pub const SECRET: &str = "aws-ecr-token";
-pub const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
-pub const REGION: &str = "us-east-1";
+pub(crate) const SECRET: &str = "aws-ecr-token";
+pub(crate) const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+pub(crate) const REGION: &str = "us-east-1";
 
 /// The built binary with a fake ECR, pointed at any kubeconfig: the fake API server's
 /// ([`Harness`]) or a real one's (tests/common/real.rs).
-pub struct Binary {
+pub(crate) struct Binary {
     pub ecr: FakeEcr,
     pub dir: tempfile::TempDir,
     kubeconfig: PathBuf,
@@ -39,7 +39,7 @@ pub struct Binary {
 impl Binary {
     /// A temporary directory, a fake ECR, and the kubeconfig `kubeconfig` writes or names
     /// (it is given the directory).
-    pub fn new(kubeconfig: impl FnOnce(&Path) -> PathBuf) -> Self {
+    pub(crate) fn new(kubeconfig: impl FnOnce(&Path) -> PathBuf) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let kubeconfig = kubeconfig(dir.path());
         Self {
@@ -49,17 +49,17 @@ impl Binary {
         }
     }
 
-    pub fn kubeconfig(&self) -> &Path {
+    pub(crate) fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }
 
-    pub fn termination_log(&self) -> PathBuf {
+    pub(crate) fn termination_log(&self) -> PathBuf {
         self.dir.path().join("termination-log")
     }
 
     /// The binary's environment: the kubeconfig, the fake ECR, JSON logs, the default log
     /// filter, and nothing from the developer's shell.
-    pub fn command(&self, env: &[(&str, &str)]) -> Command {
+    pub(crate) fn command(&self, env: &[(&str, &str)]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_ecr-refresh"));
         command
             .env_clear()
@@ -77,14 +77,14 @@ impl Binary {
     }
 
     /// Runs the binary to completion; no token in its output.
-    pub fn run(&self, env: &[(&str, &str)]) -> Run {
+    pub(crate) fn run(&self, env: &[(&str, &str)]) -> Run {
         let output = self.command(env).output().expect("ecr-refresh runs");
         self.checked(output)
     }
 
     /// The run's output, checked for every token the fake ECR handed out (the password, and
     /// the forms it travels in: the token and the `auth` field).
-    pub fn checked(&self, output: Output) -> Run {
+    pub(crate) fn checked(&self, output: Output) -> Run {
         let run = Run::from(output);
         for password in self.ecr.passwords_issued() {
             for form in [password.clone(), b64(&format!("AWS:{password}"))] {
@@ -102,7 +102,7 @@ impl Binary {
 
 /// The binary against a fresh fake cluster. Every run is also checked for a DELETE in the
 /// fake's request log.
-pub struct Harness {
+pub(crate) struct Harness {
     pub cluster: FakeCluster,
     binary: Binary,
 }
@@ -116,28 +116,28 @@ impl std::ops::Deref for Harness {
 }
 
 impl Harness {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with(FakeCluster::start())
     }
 
-    pub fn with(cluster: FakeCluster) -> Self {
+    pub(crate) fn with(cluster: FakeCluster) -> Self {
         let binary = Binary::new(|dir| cluster.write_kubeconfig(dir));
         Self { cluster, binary }
     }
 
-    pub fn namespaces(&self, names: &[&str]) {
+    pub(crate) fn namespaces(&self, names: &[&str]) {
         for name in names {
             self.cluster.add_namespace(name, &[]);
         }
     }
 
     /// Runs the binary to completion and checks what every run must hold.
-    pub fn run(&self, env: &[(&str, &str)]) -> Run {
+    pub(crate) fn run(&self, env: &[(&str, &str)]) -> Run {
         let output = self.command(env).output().expect("ecr-refresh runs");
         self.checked(output)
     }
 
-    pub fn checked(&self, output: Output) -> Run {
+    pub(crate) fn checked(&self, output: Output) -> Run {
         let run = self.binary.checked(output);
         no_delete(
             self.cluster
@@ -148,12 +148,12 @@ impl Harness {
         run
     }
 
-    pub fn secret(&self, namespace: &str) -> Option<Value> {
+    pub(crate) fn secret(&self, namespace: &str) -> Option<Value> {
         self.cluster.get(Resource::Secrets, namespace, SECRET)
     }
 
     /// Seeds a Secret as another tool would have made it.
-    pub fn seed_secret(&self, namespace: &str, manager: &str, body: Value) -> Value {
+    pub(crate) fn seed_secret(&self, namespace: &str, manager: &str, body: Value) -> Value {
         let mut body = body;
         body["apiVersion"] = json!("v1");
         body["kind"] = json!("Secret");
@@ -163,7 +163,7 @@ impl Harness {
     }
 
     /// The statuses answered to `method` requests whose path contains `part`, in order.
-    pub fn statuses(&self, method: &str, part: &str) -> Vec<u16> {
+    pub(crate) fn statuses(&self, method: &str, part: &str) -> Vec<u16> {
         self.cluster
             .requests()
             .iter()
@@ -173,7 +173,7 @@ impl Harness {
     }
 
     /// Requests to a path that ends with `suffix`.
-    pub fn requests_to(&self, method: &str, suffix: &str) -> usize {
+    pub(crate) fn requests_to(&self, method: &str, suffix: &str) -> usize {
         self.cluster
             .requests()
             .iter()
@@ -183,7 +183,7 @@ impl Harness {
 }
 
 /// Checks that no request (method, path) was a DELETE: ecr-refresh never deletes.
-pub fn no_delete(requests: impl IntoIterator<Item = (String, String)>) {
+pub(crate) fn no_delete(requests: impl IntoIterator<Item = (String, String)>) {
     let deletes: Vec<String> = requests
         .into_iter()
         .filter(|(method, _)| method == "DELETE")
@@ -193,7 +193,7 @@ pub fn no_delete(requests: impl IntoIterator<Item = (String, String)>) {
 }
 
 /// What one run printed and how it ended.
-pub struct Run {
+pub(crate) struct Run {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -221,7 +221,7 @@ impl From<Output> for Run {
 
 impl Run {
     /// The per-namespace line.
-    pub fn line(&self, namespace: &str) -> &Value {
+    pub(crate) fn line(&self, namespace: &str) -> &Value {
         let lines: Vec<&Value> = self
             .lines
             .iter()
@@ -231,12 +231,12 @@ impl Run {
         lines[0]
     }
 
-    pub fn outcome(&self, namespace: &str) -> &str {
+    pub(crate) fn outcome(&self, namespace: &str) -> &str {
         self.line(namespace)["outcome"].as_str().unwrap_or_default()
     }
 
     /// The log lines whose message starts with `prefix`.
-    pub fn messages_starting(&self, prefix: &str) -> Vec<&Value> {
+    pub(crate) fn messages_starting(&self, prefix: &str) -> Vec<&Value> {
         self.lines
             .iter()
             .filter(|l| l["message"].as_str().is_some_and(|m| m.starts_with(prefix)))
@@ -244,7 +244,7 @@ impl Run {
     }
 
     /// A check's finding kinds in `namespace` (its `finding_kinds`), in order.
-    pub fn finding_kinds(&self, namespace: &str) -> Vec<String> {
+    pub(crate) fn finding_kinds(&self, namespace: &str) -> Vec<String> {
         self.line(namespace)["finding_kinds"]
             .as_str()
             .unwrap_or_default()
@@ -255,14 +255,14 @@ impl Run {
     }
 
     /// A check's findings in `namespace`, as its line words them.
-    pub fn findings(&self, namespace: &str) -> String {
+    pub(crate) fn findings(&self, namespace: &str) -> String {
         self.line(namespace)["findings"]
             .as_str()
             .unwrap_or_default()
             .to_owned()
     }
 
-    pub fn summary(&self) -> &Value {
+    pub(crate) fn summary(&self) -> &Value {
         self.lines
             .iter()
             .rev()
@@ -270,7 +270,7 @@ impl Run {
             .unwrap_or_else(|| panic!("no summary line:\n{}", self.stdout))
     }
 
-    pub fn expect_code(&self, code: i32) -> &Self {
+    pub(crate) fn expect_code(&self, code: i32) -> &Self {
         assert_eq!(
             self.code, code,
             "exit code\nstdout:\n{}\nstderr:\n{}",
@@ -281,11 +281,11 @@ impl Run {
 }
 
 /// The `.dockerconfigjson` of a stored Secret, parsed.
-pub fn docker_config(secret: &Value) -> Value {
+pub(crate) fn docker_config(secret: &Value) -> Value {
     serde_json::from_slice(&docker_config_bytes(secret)).expect("docker config JSON")
 }
 
-pub fn docker_config_bytes(secret: &Value) -> Vec<u8> {
+pub(crate) fn docker_config_bytes(secret: &Value) -> Vec<u8> {
     let encoded = secret["data"][".dockerconfigjson"]
         .as_str()
         .expect(".dockerconfigjson");
@@ -294,22 +294,22 @@ pub fn docker_config_bytes(secret: &Value) -> Vec<u8> {
         .expect("base64")
 }
 
-pub fn b64(s: &str) -> String {
+pub(crate) fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
-pub fn uid(obj: &Value) -> String {
+pub(crate) fn uid(obj: &Value) -> String {
     obj["metadata"]["uid"].as_str().expect("a uid").to_owned()
 }
 
 /// The password our entry for `host` holds.
-pub fn password(secret: &Value, host: &str) -> String {
+pub(crate) fn password(secret: &Value, host: &str) -> String {
     docker_config(secret)["auths"][host]["password"]
         .as_str()
         .unwrap_or_else(|| panic!("no entry for {host} in {secret}"))
         .to_owned()
 }
 
-pub fn write(path: &Path, text: &str) {
+pub(crate) fn write(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write a test file");
 }

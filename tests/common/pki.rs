@@ -12,7 +12,7 @@ use rcgen::{
 
 /// The key type of a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Key {
+pub(crate) enum Key {
     Rsa2048,
     P256,
     P384,
@@ -30,14 +30,14 @@ impl Key {
 }
 
 /// A certificate authority: a root, or an intermediate under one.
-pub struct Ca {
+pub(crate) struct Ca {
     pub pem: String,
     pub der: Vec<u8>,
     issuer: Issuer<'static, KeyPair>,
 }
 
 /// An end-entity certificate and its key.
-pub struct Leaf {
+pub(crate) struct Leaf {
     pub pem: String,
     pub der: Vec<u8>,
     /// The serial number, big-endian.
@@ -67,7 +67,7 @@ fn ca_params(common_name: &str) -> CertificateParams {
 
 impl Ca {
     /// A self-signed root with a P-256 key.
-    pub fn root(common_name: &str) -> Ca {
+    pub(crate) fn root(common_name: &str) -> Ca {
         let key = Key::P256.generate();
         let params = ca_params(common_name);
         let cert = params.self_signed(&key).expect("a self-signed CA");
@@ -79,7 +79,7 @@ impl Ca {
     }
 
     /// An intermediate CA signed by this one.
-    pub fn intermediate(&self, common_name: &str) -> Ca {
+    pub(crate) fn intermediate(&self, common_name: &str) -> Ca {
         let key = Key::P256.generate();
         let params = ca_params(common_name);
         let cert = params
@@ -94,7 +94,7 @@ impl Ca {
 
     /// An end-entity certificate for `common_name`, valid from 2020 to 2100, or only in 2021
     /// when `expired`.
-    pub fn leaf(&self, kind: Key, common_name: &str, expired: bool) -> Leaf {
+    pub(crate) fn leaf(&self, kind: Key, common_name: &str, expired: bool) -> Leaf {
         let (from, to) = if expired {
             ((2021, 1, 1), (2021, 12, 31))
         } else {
@@ -104,7 +104,7 @@ impl Ca {
     }
 
     /// An end-entity certificate valid only from 2099 to 2100: not yet valid.
-    pub fn future_leaf(&self, kind: Key, common_name: &str) -> Leaf {
+    pub(crate) fn future_leaf(&self, kind: Key, common_name: &str) -> Leaf {
         self.leaf_valid(kind, common_name, (2099, 1, 1), (2100, 1, 1))
     }
 
@@ -140,13 +140,13 @@ impl Ca {
 
 impl Leaf {
     /// The key as PKCS#8 `PRIVATE KEY`.
-    pub fn pkcs8_pem(&self) -> String {
+    pub(crate) fn pkcs8_pem(&self) -> String {
         self.key.serialize_pem()
     }
 
     /// The key as cert-manager writes it by default: PKCS#1 `RSA PRIVATE KEY` for RSA, SEC 1
     /// `EC PRIVATE KEY` for EC.
-    pub fn traditional_pem(&self) -> String {
+    pub(crate) fn traditional_pem(&self) -> String {
         let pkcs8 = self.key.serialize_der();
         match self.kind {
             Key::Rsa2048 => pem("RSA PRIVATE KEY", pkcs8_payload(&pkcs8)),
@@ -165,13 +165,13 @@ impl Leaf {
     }
 
     /// The serial number in decimal, as `Credential=` names it.
-    pub fn serial_decimal(&self) -> String {
+    pub(crate) fn serial_decimal(&self) -> String {
         fake_cluster::roles_anywhere::decimal(&self.serial)
     }
 }
 
 /// A PEM block.
-pub fn pem(label: &str, der: &[u8]) -> String {
+pub(crate) fn pem(label: &str, der: &[u8]) -> String {
     use base64::Engine as _;
     let body = base64::engine::general_purpose::STANDARD.encode(der);
     let lines: Vec<&str> = body
@@ -215,7 +215,7 @@ fn tlv(der: &[u8]) -> (u8, &[u8], &[u8]) {
 
 /// A throwaway 1024-bit RSA key, as `openssl genrsa 1024` writes it (PKCS#8): rcgen makes no
 /// key this short. It signs nothing.
-pub const RSA_1024_PKCS8: &str = "-----BEGIN PRIVATE KEY-----\nMIICdQIBADANBgkqhkiG9w0BAQEFAASCAl8wggJbAgEAAoGBALAcxBtwX4l/zt8H\nNLHhZRVph8/K4iFani9OKjbS4E4l2CfCiM0GY8sGvA36bMS79kT1DOmFZ6eFG+xc\nKrU46pECc9rYg0mcyC7/Vw5HOAZV3sjJlylIlRqPb3odBsG8fXp1xKGnuuJQhvSw\nqfvQDh9MDw+PqmqMIk2fiwVyU043AgMBAAECgYA+UF9fahqT12JGbhFKI3uV4PpK\nHvp2XM795AVx0pnFbQSXxPCMwwcKbn6Z35Me5XcVHTQNaMOtdZ7UuiPubY4pXHa0\n9+buPDy5ptkCBMU7JhQldYxRFEt0Kj/wIv78iCQ88NY1FYEZtB+OGeNWvQDb/rI3\nxn0srVgtH/YatdiysQJBAOPjvq0V0K0PJ/7vChhQujbZbdH0H0PlpwN44iUqNCnu\n06gTJQdQGYjUyrsZpT/IhdyClMxmK1/rzhjVs5RhSz8CQQDF1gI93XUxLXyOpVJF\nA2fFsf/hyq/W0gt03fWyNenoQtdHLwrav7uNUKic7p8XOc8X+reKJcwiFH2akPKS\nmxcJAkB1yC+0paHE0CCL0mAVUSPtVVM9QD8oiHlZghDfxIBRa+5Y4AwzS2LnJZPi\nP874uFr3LUZanjOsz+MlUs4N0nthAkB7GivS6xadPzyeVmjW4MOV1KjwivrXpWPT\nmLnl5n5iNBVZCgCrFVtTF7mTzTfZb/NZbH0AzXw0SKPPphoK985hAkBT0qKCK4kJ\nCIk7MbGcABlgsqh85sGnAUiHNFXqNNnc1hL+s3MYyfs1e+EKgDLRQZ6AmjcgLsMS\nvGyHXu6RXIDF\n-----END PRIVATE KEY-----\n";
+pub(crate) const RSA_1024_PKCS8: &str = "-----BEGIN PRIVATE KEY-----\nMIICdQIBADANBgkqhkiG9w0BAQEFAASCAl8wggJbAgEAAoGBALAcxBtwX4l/zt8H\nNLHhZRVph8/K4iFani9OKjbS4E4l2CfCiM0GY8sGvA36bMS79kT1DOmFZ6eFG+xc\nKrU46pECc9rYg0mcyC7/Vw5HOAZV3sjJlylIlRqPb3odBsG8fXp1xKGnuuJQhvSw\nqfvQDh9MDw+PqmqMIk2fiwVyU043AgMBAAECgYA+UF9fahqT12JGbhFKI3uV4PpK\nHvp2XM795AVx0pnFbQSXxPCMwwcKbn6Z35Me5XcVHTQNaMOtdZ7UuiPubY4pXHa0\n9+buPDy5ptkCBMU7JhQldYxRFEt0Kj/wIv78iCQ88NY1FYEZtB+OGeNWvQDb/rI3\nxn0srVgtH/YatdiysQJBAOPjvq0V0K0PJ/7vChhQujbZbdH0H0PlpwN44iUqNCnu\n06gTJQdQGYjUyrsZpT/IhdyClMxmK1/rzhjVs5RhSz8CQQDF1gI93XUxLXyOpVJF\nA2fFsf/hyq/W0gt03fWyNenoQtdHLwrav7uNUKic7p8XOc8X+reKJcwiFH2akPKS\nmxcJAkB1yC+0paHE0CCL0mAVUSPtVVM9QD8oiHlZghDfxIBRa+5Y4AwzS2LnJZPi\nP874uFr3LUZanjOsz+MlUs4N0nthAkB7GivS6xadPzyeVmjW4MOV1KjwivrXpWPT\nmLnl5n5iNBVZCgCrFVtTF7mTzTfZb/NZbH0AzXw0SKPPphoK985hAkBT0qKCK4kJ\nCIk7MbGcABlgsqh85sGnAUiHNFXqNNnc1hL+s3MYyfs1e+EKgDLRQZ6AmjcgLsMS\nvGyHXu6RXIDF\n-----END PRIVATE KEY-----\n";
 
 /// The same key as `openssl rsa -traditional` writes it (PKCS#1).
-pub const RSA_1024_PKCS1: &str = "-----BEGIN RSA PRIVATE KEY-----\nMIICWwIBAAKBgQCwHMQbcF+Jf87fBzSx4WUVaYfPyuIhWp4vTio20uBOJdgnwojN\nBmPLBrwN+mzEu/ZE9QzphWenhRvsXCq1OOqRAnPa2INJnMgu/1cORzgGVd7IyZcp\nSJUaj296HQbBvH16dcShp7riUIb0sKn70A4fTA8Pj6pqjCJNn4sFclNONwIDAQAB\nAoGAPlBfX2oak9diRm4RSiN7leD6Sh76dlzO/eQFcdKZxW0El8TwjMMHCm5+md+T\nHuV3FR00DWjDrXWe1Loj7m2OKVx2tPfm7jw8uabZAgTFOyYUJXWMURRLdCo/8CL+\n/IgkPPDWNRWBGbQfjhnjVr0A2/6yN8Z9LK1YLR/2GrXYsrECQQDj476tFdCtDyf+\n7woYULo22W3R9B9D5acDeOIlKjQp7tOoEyUHUBmI1Mq7GaU/yIXcgpTMZitf684Y\n1bOUYUs/AkEAxdYCPd11MS18jqVSRQNnxbH/4cqv1tILdN31sjXp6ELXRy8K2r+7\njVConO6fFznPF/q3iiXMIhR9mpDykpsXCQJAdcgvtKWhxNAgi9JgFVEj7VVTPUA/\nKIh5WYIQ38SAUWvuWOAMM0ti5yWT4j/O+Lha9y1GWp4zrM/jJVLODdJ7YQJAexor\n0usWnT88nlZo1uDDldSo8Ir616Vj05i55eZ+YjQVWQoAqxVbUxe5k8032W/zWWx9\nAM18NEijz6YaCvfOYQJAU9KigiuJCQiJOzGxnAAZYLKofObBpwFIhzRV6jTZ3NYS\n/rNzGMn7NXvhCoAy0UGegJo3IC7DErxsh17ukVyAxQ==\n-----END RSA PRIVATE KEY-----\n";
+pub(crate) const RSA_1024_PKCS1: &str = "-----BEGIN RSA PRIVATE KEY-----\nMIICWwIBAAKBgQCwHMQbcF+Jf87fBzSx4WUVaYfPyuIhWp4vTio20uBOJdgnwojN\nBmPLBrwN+mzEu/ZE9QzphWenhRvsXCq1OOqRAnPa2INJnMgu/1cORzgGVd7IyZcp\nSJUaj296HQbBvH16dcShp7riUIb0sKn70A4fTA8Pj6pqjCJNn4sFclNONwIDAQAB\nAoGAPlBfX2oak9diRm4RSiN7leD6Sh76dlzO/eQFcdKZxW0El8TwjMMHCm5+md+T\nHuV3FR00DWjDrXWe1Loj7m2OKVx2tPfm7jw8uabZAgTFOyYUJXWMURRLdCo/8CL+\n/IgkPPDWNRWBGbQfjhnjVr0A2/6yN8Z9LK1YLR/2GrXYsrECQQDj476tFdCtDyf+\n7woYULo22W3R9B9D5acDeOIlKjQp7tOoEyUHUBmI1Mq7GaU/yIXcgpTMZitf684Y\n1bOUYUs/AkEAxdYCPd11MS18jqVSRQNnxbH/4cqv1tILdN31sjXp6ELXRy8K2r+7\njVConO6fFznPF/q3iiXMIhR9mpDykpsXCQJAdcgvtKWhxNAgi9JgFVEj7VVTPUA/\nKIh5WYIQ38SAUWvuWOAMM0ti5yWT4j/O+Lha9y1GWp4zrM/jJVLODdJ7YQJAexor\n0usWnT88nlZo1uDDldSo8Ir616Vj05i55eZ+YjQVWQoAqxVbUxe5k8032W/zWWx9\nAM18NEijz6YaCvfOYQJAU9KigiuJCQiJOzGxnAAZYLKofObBpwFIhzRV6jTZ3NYS\n/rNzGMn7NXvhCoAy0UGegJo3IC7DErxsh17ukVyAxQ==\n-----END RSA PRIVATE KEY-----\n";

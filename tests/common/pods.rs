@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 /// A pod in `ns` with one container `app` on `image`, owned by ReplicaSet `owner` when
 /// given.
-pub fn pod(ns: &str, name: &str, image: &str, owner: Option<&str>) -> Value {
+pub(crate) fn pod(ns: &str, name: &str, image: &str, owner: Option<&str>) -> Value {
     let mut body = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": ns},
@@ -22,7 +22,7 @@ pub fn pod(ns: &str, name: &str, image: &str, owner: Option<&str>) -> Value {
 }
 
 /// The status a kubelet writes for [`pod`]'s container when it can't pull `image`.
-pub fn back_off_status(image: &str) -> Value {
+pub(crate) fn back_off_status(image: &str) -> Value {
     json!({
         "phase": "Pending",
         "containerStatuses": [{

@@ -16,7 +16,7 @@ use axum::response::Response;
 
 /// One request through the proxy and the server's answer to it.
 #[derive(Clone, Debug)]
-pub struct Exchange {
+pub(crate) struct Exchange {
     pub method: String,
     /// The path without the query.
     pub path: String,
@@ -38,7 +38,7 @@ struct Shared {
     hook: Mutex<Option<(String, String, Hook)>>,
 }
 
-pub struct Proxy {
+pub(crate) struct Proxy {
     url: String,
     shared: Arc<Shared>,
     // Dropping the runtime stops the server.
@@ -47,7 +47,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// A proxy to `upstream` (`https://127.0.0.1:PORT`), trusting the PEM CA `ca_pem`.
-    pub fn start(upstream: &str, ca_pem: &str) -> Self {
+    pub(crate) fn start(upstream: &str, ca_pem: &str) -> Self {
         // kube (aws-lc-rs) and reqwest in one test binary: name the provider, or rustls
         // refuses to pick one. A second install (another proxy) is refused, harmlessly.
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -88,24 +88,29 @@ impl Proxy {
     }
 
     /// `http://127.0.0.1:PORT`.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
     /// Every exchange so far, in order of the server's answers.
-    pub fn exchanges(&self) -> Vec<Exchange> {
+    pub(crate) fn exchanges(&self) -> Vec<Exchange> {
         self.shared.exchanges.lock().unwrap().clone()
     }
 
     /// Once: right after the server answers `method path` (no query) with a 2xx, and before
     /// that answer is passed on, runs `act`.
-    pub fn after_answer_to(&self, method: &str, path: &str, act: impl FnOnce() + Send + 'static) {
+    pub(crate) fn after_answer_to(
+        &self,
+        method: &str,
+        path: &str,
+        act: impl FnOnce() + Send + 'static,
+    ) {
         *self.shared.hook.lock().unwrap() =
             Some((method.to_owned(), path.to_owned(), Box::new(act)));
     }
 
     /// The exchanges whose method is not a read (GET, LIST and WATCH are all GET here).
-    pub fn writes(&self) -> Vec<Exchange> {
+    pub(crate) fn writes(&self) -> Vec<Exchange> {
         self.exchanges()
             .into_iter()
             .filter(|e| e.method != "GET")

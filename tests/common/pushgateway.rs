@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 /// Debian's build has `--persistence.file=/var/lib/prometheus/pushgateway.data` compiled in
 /// (`prometheus-pushgateway --help`), so a gateway started without the flag loads whatever series
 /// any earlier gateway on the machine left there (issue 27).
-pub struct Gateway {
+pub(crate) struct Gateway {
     pub child: Child,
     pub port: u16,
 }
 
 /// Debian's compiled-in default for `--persistence.file`.
-pub const DEBIAN_PERSISTENCE_FILE: &str = "/var/lib/prometheus/pushgateway.data";
+pub(crate) const DEBIAN_PERSISTENCE_FILE: &str = "/var/lib/prometheus/pushgateway.data";
 
-pub fn gateway_binary() -> PathBuf {
+pub(crate) fn gateway_binary() -> PathBuf {
     for candidate in ["prometheus-pushgateway", "pushgateway"] {
         if let Some(path) = std::env::var_os("PATH")
             .iter()
@@ -39,12 +39,12 @@ pub fn gateway_binary() -> PathBuf {
 
 impl Gateway {
     /// Series in memory only: `--persistence.file=` (empty) turns persistence off.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_with(&["--persistence.file="])
     }
 
     /// A gateway with these flags besides its listen address.
-    pub fn start_with(flags: &[&str]) -> Self {
+    pub(crate) fn start_with(flags: &[&str]) -> Self {
         let binary = gateway_binary();
         // A free port can be taken between our probe and the gateway's bind: try again.
         for _ in 0..5 {
@@ -75,12 +75,12 @@ impl Gateway {
         panic!("the Pushgateway did not become ready on a loopback port");
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     /// Every sample of the gateway's /metrics.
-    pub fn samples(&self) -> Vec<Sample> {
+    pub(crate) fn samples(&self) -> Vec<Sample> {
         let (status, body) = http_get(self.port, "/metrics").expect("the gateway answers");
         assert_eq!(status, 200, "{body}");
         body.lines()
@@ -91,12 +91,12 @@ impl Gateway {
 
     /// A refresh's samples named `name` (job `ecr-refresh`; the gateway's own metrics left
     /// out).
-    pub fn ours(&self, name: &str) -> Vec<Sample> {
+    pub(crate) fn ours(&self, name: &str) -> Vec<Sample> {
         self.of_job("ecr-refresh", name)
     }
 
     /// The samples named `name` pushed under `job`.
-    pub fn of_job(&self, job: &str, name: &str) -> Vec<Sample> {
+    pub(crate) fn of_job(&self, job: &str, name: &str) -> Vec<Sample> {
         self.samples()
             .into_iter()
             .filter(|s| s.name == name && s.labels.get("job").map(String::as_str) == Some(job))
@@ -104,12 +104,17 @@ impl Gateway {
     }
 
     /// The one value of a refresh's `name` whose labels include `labels`.
-    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    pub(crate) fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         self.value_of_job("ecr-refresh", name, labels)
     }
 
     /// The one value of `name` under `job` whose labels include `labels`.
-    pub fn value_of_job(&self, job: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    pub(crate) fn value_of_job(
+        &self,
+        job: &str,
+        name: &str,
+        labels: &[(&str, &str)],
+    ) -> Option<f64> {
         let found: Vec<f64> = self
             .of_job(job, name)
             .into_iter()
@@ -124,7 +129,7 @@ impl Gateway {
         found.first().copied()
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         http_get(self.port, "/metrics")
             .expect("the gateway answers")
             .1
@@ -139,7 +144,7 @@ impl Drop for Gateway {
 }
 
 #[derive(Debug)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub value: f64,
@@ -147,7 +152,7 @@ pub struct Sample {
 
 impl Sample {
     /// `name{a="1",b="2"} value`: the gateway writes no escapes in our labels' values.
-    pub fn parse(line: &str) -> Sample {
+    pub(crate) fn parse(line: &str) -> Sample {
         let (series, value) = line.rsplit_once(' ').expect("a sample line");
         let (name, labels) = match series.split_once('{') {
             Some((name, rest)) => (name, rest.trim_end_matches('}')),
@@ -170,12 +175,12 @@ impl Sample {
 }
 
 /// A plain HTTP/1.0 GET (no chunked answer to decode); None when nothing listens.
-pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+pub(crate) fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     http(port, "GET", path, "")
 }
 
 /// One HTTP/1.0 request with a body; None when nothing listens.
-pub fn http(port: u16, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+pub(crate) fn http(port: u16, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))

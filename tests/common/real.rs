@@ -23,7 +23,7 @@ use super::{Binary, Run};
 /// The kubectl a user would run: the first on PATH (on CI's machine /usr/bin/kubectl,
 /// 1.32 with kustomize v5.5; where none is installed, `.ci/test` puts the control plane's
 /// own on PATH). None when there is none.
-pub fn kubectl_on_path() -> Option<PathBuf> {
+pub(crate) fn kubectl_on_path() -> Option<PathBuf> {
     std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)
@@ -32,15 +32,15 @@ pub fn kubectl_on_path() -> Option<PathBuf> {
 }
 
 /// The namespace and name of ecr-refresh's ServiceAccount in the manifests.
-pub const SERVICE_ACCOUNT: (&str, &str) = ("ecr-refresh", "ecr-refresh");
+pub(crate) const SERVICE_ACCOUNT: (&str, &str) = ("ecr-refresh", "ecr-refresh");
 
 /// How long the server may take to act on what was just applied (its informers: RBAC, the
 /// policy, its type check).
-pub const SETTLE: Duration = Duration::from_secs(60);
+pub(crate) const SETTLE: Duration = Duration::from_secs(60);
 
 /// `program` (a kubectl) with `kubeconfig`, its cache in the control plane's directory and
 /// no kuberc or kubeconfig of the developer's.
-pub fn kubectl(cp: &ControlPlane, program: &Path, kubeconfig: &Path) -> Command {
+pub(crate) fn kubectl(cp: &ControlPlane, program: &Path, kubeconfig: &Path) -> Command {
     assert!(
         program.is_file(),
         "kubectl not found at {}: the real-server tests need it",
@@ -61,7 +61,7 @@ pub fn kubectl(cp: &ControlPlane, program: &Path, kubeconfig: &Path) -> Command 
 ///
 /// # Panics
 /// When it fails, with its stderr.
-pub fn ok(command: &mut Command, stdin: &str) -> String {
+pub(crate) fn ok(command: &mut Command, stdin: &str) -> String {
     let what = format!("{command:?}");
     let mut child = command
         .stdin(Stdio::piped())
@@ -86,17 +86,17 @@ pub fn ok(command: &mut Command, stdin: &str) -> String {
 }
 
 /// The admin's built kubectl with `args`, and `stdin`; its stdout.
-pub fn admin(cp: &ControlPlane, args: &[&str], stdin: &str) -> String {
+pub(crate) fn admin(cp: &ControlPlane, args: &[&str], stdin: &str) -> String {
     ok(cp.kubectl().args(args), stdin)
 }
 
 /// Creates `objects` as the admin (`kubectl create -f -`; field manager kubectl-create).
-pub fn create(cp: &ControlPlane, objects: &[Value]) {
+pub(crate) fn create(cp: &ControlPlane, objects: &[Value]) {
     admin(cp, &["create", "-f", "-"], &yaml(objects));
 }
 
 /// One object as the admin sees it, or None when it does not exist.
-pub fn get(cp: &ControlPlane, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+pub(crate) fn get(cp: &ControlPlane, kind: &str, namespace: &str, name: &str) -> Option<Value> {
     let out = admin(
         cp,
         &[
@@ -116,7 +116,7 @@ pub fn get(cp: &ControlPlane, kind: &str, namespace: &str, name: &str) -> Option
 
 /// Namespaces, each with a `default` ServiceAccount holding `team-creds` in its
 /// imagePullSecrets (as kube-controller-manager would have made it, and a team added to).
-pub fn namespaces(cp: &ControlPlane, names: &[&str]) {
+pub(crate) fn namespaces(cp: &ControlPlane, names: &[&str]) {
     let mut objects = Vec::new();
     for name in names {
         objects
@@ -132,7 +132,7 @@ pub fn namespaces(cp: &ControlPlane, names: &[&str]) {
 ///
 /// # Panics
 /// After that, with `what` and the last thing seen.
-pub fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+pub(crate) fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + SETTLE;
     loop {
         match check() {
@@ -148,7 +148,7 @@ pub fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -
 /// Installs a variant ("" or "namespaced") of the manifests directory `root`, with or
 /// without the service-accounts component, as the admin with `kubectl apply -k` of
 /// `program`. Every object rendered must be answered `created`. Returns the rendered objects.
-pub fn install(
+pub(crate) fn install(
     cp: &ControlPlane,
     program: &Path,
     root: &Path,
@@ -167,7 +167,7 @@ pub fn install(
 
 /// [`install`] through an overlay with its own lines (`fields`, such as `namePrefix: b-`)
 /// and one component of manifests/components (or none).
-pub fn install_with(
+pub(crate) fn install_with(
     cp: &ControlPlane,
     program: &Path,
     root: &Path,
@@ -212,7 +212,7 @@ pub fn install_with(
 
 /// The policy once the server has type-checked its current generation
 /// (`status.observedGeneration == metadata.generation`).
-pub fn checked_policy(cp: &ControlPlane, name: &str) -> Value {
+pub(crate) fn checked_policy(cp: &ControlPlane, name: &str) -> Value {
     eventually("the policy's type check", || {
         let policy: Value = serde_json::from_str(&admin(
             cp,
@@ -232,7 +232,7 @@ pub fn checked_policy(cp: &ControlPlane, name: &str) -> Value {
 
 /// One request as `token` to the control plane (TLS, its CA): (status, body as JSON, or
 /// Null when it is not).
-pub fn send(
+pub(crate) fn send(
     cp: &ControlPlane,
     token: &str,
     method: &str,
@@ -274,14 +274,14 @@ pub fn send(
 }
 
 /// The message of a Status.
-pub fn message(body: &Value) -> &str {
+pub(crate) fn message(body: &Value) -> &str {
     body["message"].as_str().unwrap_or_default()
 }
 
 /// Whether a Status is a ValidatingAdmissionPolicy's denial, by the shape of its message
 /// (any policy and binding name): `ValidatingAdmissionPolicy 'P' with binding 'B' denied
 /// request: ...`.
-pub fn denied_by_policy(body: &Value) -> bool {
+pub(crate) fn denied_by_policy(body: &Value) -> bool {
     let message = message(body);
     message.contains("ValidatingAdmissionPolicy '")
         && message.contains("' with binding '")
@@ -290,7 +290,7 @@ pub fn denied_by_policy(body: &Value) -> bool {
 
 /// Who refuses a request: RBAC (`… cannot …`) or an admission policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RefusedBy {
+pub(crate) enum RefusedBy {
     Rbac,
     Policy,
 }
@@ -298,7 +298,12 @@ pub enum RefusedBy {
 /// Until `token`'s dry-run DELETE of the Secret at `path` (`/api/v1/namespaces/NS/secrets/NAME`)
 /// is refused by `by`: RBAC's grants, or their removal, in force. A delete is what the
 /// manifests never grant, so it reaches admission only under RBAC granting everything.
-pub fn wait_until_delete_refused_by(cp: &ControlPlane, token: &str, path: &str, by: RefusedBy) {
+pub(crate) fn wait_until_delete_refused_by(
+    cp: &ControlPlane,
+    token: &str,
+    path: &str,
+    by: RefusedBy,
+) {
     let path = format!("{path}?dryRun=All");
     eventually(&format!("a delete refused by {by:?}"), || {
         let (status, body) = send(cp, token, "DELETE", &path, "application/json", &Value::Null);
@@ -316,13 +321,13 @@ pub fn wait_until_delete_refused_by(cp: &ControlPlane, token: &str, path: &str, 
 
 /// Until the policy refuses ecr-refresh's ServiceAccount a Secret of another type (a dry
 /// run, so nothing is stored): the server's informers have the policy and binding.
-pub fn wait_until_enforced(cp: &ControlPlane, namespace: &str) {
+pub(crate) fn wait_until_enforced(cp: &ControlPlane, namespace: &str) {
     wait_until_enforced_for(cp, namespace, SERVICE_ACCOUNT, super::SECRET);
 }
 
 /// The same for the install whose ServiceAccount is `(account namespace, name)` and whose
 /// Secret is `secret`.
-pub fn wait_until_enforced_for(
+pub(crate) fn wait_until_enforced_for(
     cp: &ControlPlane,
     namespace: &str,
     (account_namespace, account): (&str, &str),
@@ -344,7 +349,7 @@ pub fn wait_until_enforced_for(
 
 /// The sum of `apiserver_request_total` over the write verbs (anything but GET, LIST,
 /// WATCH) for `resources`, from the server's `/metrics`.
-pub fn write_requests(cp: &ControlPlane, resources: &[&str]) -> u64 {
+pub(crate) fn write_requests(cp: &ControlPlane, resources: &[&str]) -> u64 {
     cp.request_totals()
         .into_iter()
         .filter(|((verb, resource), _)| {
@@ -356,7 +361,7 @@ pub fn write_requests(cp: &ControlPlane, resources: &[&str]) -> u64 {
 }
 
 /// The CronJob's environment with the namespaces replaced by `namespaces`, and `extra`.
-pub fn env<'a>(
+pub(crate) fn env<'a>(
     shipped: &'a [(String, String)],
     namespaces: &'a str,
     extra: &[(&'a str, &'a str)],
@@ -378,7 +383,7 @@ pub fn env<'a>(
 /// server as it was started: [`scrub`] first deletes whatever the previous test left, even
 /// one that failed, unless both tests share what [`installs_keeping`] prepared. A turn is
 /// also the server's request counters (`/metrics`) to itself.
-pub struct Turn {
+pub(crate) struct Turn {
     cp: &'static ControlPlane,
     _slot: MutexGuard<'static, Option<&'static str>>,
 }
@@ -396,14 +401,14 @@ impl std::ops::Deref for Turn {
 const INSTALL_SERVERS: usize = 2;
 
 /// Waits for a free installs' control plane (started by its first turn), and scrubs it.
-pub fn installs() -> Turn {
+pub(crate) fn installs() -> Turn {
     turn(None, |_| {})
 }
 
 /// Like [`installs`], for the tests that run on what `prepare` installs (runs.rs: the
 /// shipped manifests): a server whose last turn had the same `key` is taken as that turn
 /// left it, neither scrubbed nor prepared again, so these tests use namespaces of their own.
-pub fn installs_keeping(key: &'static str, prepare: impl FnOnce(&ControlPlane)) -> Turn {
+pub(crate) fn installs_keeping(key: &'static str, prepare: impl FnOnce(&ControlPlane)) -> Turn {
     turn(Some(key), prepare)
 }
 
@@ -465,7 +470,7 @@ fn turn(key: Option<&'static str>, prepare: impl FnOnce(&ControlPlane)) -> Turn 
 /// Held by any admission policy for our Secret names (`aws-ecr-token`, `team-pull`), and
 /// allowed by RBAC to create Secrets anywhere: whether its dry-run create of an Opaque Secret
 /// is refused tells whether the server enforces such a policy.
-pub const WITNESS: &str = "
+pub(crate) const WITNESS: &str = "
 apiVersion: v1
 kind: Namespace
 metadata: {name: witness}
@@ -491,7 +496,11 @@ subjects:
 
 /// Whether the witness's dry-run create of an Opaque Secret named `secret` in `namespace`
 /// is refused by a policy (`Ok(true)`) or admitted (`Ok(false)`).
-pub fn witness_held(cp: &ControlPlane, namespace: &str, secret: &str) -> Result<bool, String> {
+pub(crate) fn witness_held(
+    cp: &ControlPlane,
+    namespace: &str,
+    secret: &str,
+) -> Result<bool, String> {
     let token = cp.service_account_token("witness", "witness");
     let probe = json!({ "apiVersion": "v1", "kind": "Secret",
         "metadata": { "name": secret }, "type": "Opaque" });
@@ -504,7 +513,7 @@ pub fn witness_held(cp: &ControlPlane, namespace: &str, secret: &str) -> Result<
 }
 
 /// Until no admission policy for our Secret names holds anyone in `namespace`.
-pub fn wait_until_no_policy(cp: &ControlPlane, namespace: &str) {
+pub(crate) fn wait_until_no_policy(cp: &ControlPlane, namespace: &str) {
     for secret in [super::SECRET, "team-pull"] {
         eventually("no policy in force", || {
             match witness_held(cp, namespace, secret)? {
@@ -519,7 +528,7 @@ pub fn wait_until_no_policy(cp: &ControlPlane, namespace: &str) {
 /// witness's (the namespace controller empties them), every admission policy and binding,
 /// the ClusterRoles and bindings that are not the server's bootstrap ones, and what sits in
 /// `default`; then waits until the namespaces are gone and no policy is in force.
-pub fn scrub(cp: &ControlPlane) {
+pub(crate) fn scrub(cp: &ControlPlane) {
     const KEPT: [&str; 5] = [
         "default",
         "kube-system",
@@ -621,7 +630,7 @@ pub fn scrub(cp: &ControlPlane) {
 /// The binary against a real control plane, as ecr-refresh's ServiceAccount (a TokenRequest
 /// token), through a recording proxy. Every run is checked for tokens in its output and for
 /// a DELETE among its requests.
-pub struct RealHarness<'a> {
+pub(crate) struct RealHarness<'a> {
     pub cp: &'a ControlPlane,
     pub proxy: Proxy,
     binary: Binary,
@@ -637,12 +646,12 @@ impl std::ops::Deref for RealHarness<'_> {
 
 impl<'a> RealHarness<'a> {
     /// The ServiceAccount must exist (the manifests make it).
-    pub fn new(cp: &'a ControlPlane) -> Self {
+    pub(crate) fn new(cp: &'a ControlPlane) -> Self {
         Self::as_account(cp, SERVICE_ACCOUNT)
     }
 
     /// As the ServiceAccount `(namespace, name)` another install made.
-    pub fn as_account(cp: &'a ControlPlane, (namespace, name): (&str, &str)) -> Self {
+    pub(crate) fn as_account(cp: &'a ControlPlane, (namespace, name): (&str, &str)) -> Self {
         let proxy = Proxy::start(&cp.server_url(), &cp.ca_pem());
         let token = cp.service_account_token(namespace, name);
         let user = format!("system:serviceaccount:{namespace}:{name}");
@@ -654,7 +663,7 @@ impl<'a> RealHarness<'a> {
         Self { cp, proxy, binary }
     }
 
-    pub fn run(&self, env: &[(&str, &str)]) -> Run {
+    pub(crate) fn run(&self, env: &[(&str, &str)]) -> Run {
         let run = self.binary.run(env);
         super::no_delete(
             self.proxy
@@ -666,13 +675,13 @@ impl<'a> RealHarness<'a> {
     }
 
     /// The pull Secret in `namespace`, as the admin reads it.
-    pub fn secret(&self, namespace: &str) -> Option<Value> {
+    pub(crate) fn secret(&self, namespace: &str) -> Option<Value> {
         get(self.cp, "secret", namespace, super::SECRET)
     }
 
     /// The requests of its runs answered with anything but success or a 404 read: what
     /// RBAC or an admission policy refused.
-    pub fn refused(&self) -> Vec<String> {
+    pub(crate) fn refused(&self) -> Vec<String> {
         self.proxy
             .exchanges()
             .into_iter()
@@ -682,7 +691,7 @@ impl<'a> RealHarness<'a> {
     }
 
     /// (method, status) of the exchanges whose path contains `part`.
-    pub fn statuses(&self, part: &str) -> Vec<(String, u16)> {
+    pub(crate) fn statuses(&self, part: &str) -> Vec<(String, u16)> {
         self.proxy
             .exchanges()
             .into_iter()

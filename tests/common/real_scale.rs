@@ -20,13 +20,13 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 
-pub const SECRET: &str = "aws-ecr-token";
-pub const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
-pub const REGION: &str = "us-east-1";
+pub(crate) const SECRET: &str = "aws-ecr-token";
+pub(crate) const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+pub(crate) const REGION: &str = "us-east-1";
 
 /// A control plane with ecr-refresh's ClusterRole bound to its ServiceAccount user, N
 /// namespaces, and a fake ECR.
-pub struct Real {
+pub(crate) struct Real {
     /// One of its own ([`Real::start`]), or a test's turn on a shared one ([`Real::on`]),
     /// held as long as the `Real`.
     pub cp: Box<dyn Deref<Target = ControlPlane> + Sync>,
@@ -39,7 +39,7 @@ pub struct Real {
 
 impl Real {
     /// On a control plane of its own, stopped when the `Real` is dropped.
-    pub fn start(namespaces: usize) -> Self {
+    pub(crate) fn start(namespaces: usize) -> Self {
         struct Own(ControlPlane);
         impl Deref for Own {
             type Target = ControlPlane;
@@ -52,7 +52,7 @@ impl Real {
 
     /// On `cp`, which no other test uses while the `Real` lives (a turn), in the namespaces
     /// `<prefix>-00000`…, which must not exist yet. The runs select `<prefix>-*`.
-    pub fn on(
+    pub(crate) fn on(
         cp: impl Deref<Target = ControlPlane> + Sync + 'static,
         prefix: &str,
         namespaces: usize,
@@ -85,7 +85,7 @@ impl Real {
     }
 
     /// `kubectl create -f` of a v1 List: one process, one POST per item.
-    pub fn create_list(&self, items: &[serde_json::Value]) {
+    pub(crate) fn create_list(&self, items: &[serde_json::Value]) {
         for chunk in items.chunks(1000) {
             let path = self.dir.path().join("list.json");
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": chunk});
@@ -97,7 +97,7 @@ impl Real {
 
     /// Seeds every namespace with the Secret as `kubectl create secret docker-registry` makes
     /// it (the delete-and-create script's Secret); returns each namespace's uid.
-    pub fn seed_secrets(&self, password: &str) -> BTreeMap<String, String> {
+    pub(crate) fn seed_secrets(&self, password: &str) -> BTreeMap<String, String> {
         let config = docker_config(password);
         let items: Vec<serde_json::Value> = self
             .namespaces
@@ -116,7 +116,7 @@ impl Real {
     }
 
     /// Every namespace's Secret uid, from one list.
-    pub fn uids(&self) -> BTreeMap<String, String> {
+    pub(crate) fn uids(&self) -> BTreeMap<String, String> {
         let list = self.cp.kubectl_run(&[
             "get",
             "secrets",
@@ -134,7 +134,7 @@ impl Real {
     }
 
     /// Every namespace's Secret: its password for REGISTRY, from one list.
-    pub fn passwords(&self) -> BTreeMap<String, String> {
+    pub(crate) fn passwords(&self) -> BTreeMap<String, String> {
         let list = self.cp.kubectl_run(&[
             "get",
             "secrets",
@@ -172,7 +172,7 @@ impl Real {
 
     /// The built binary as ecr-refresh's ServiceAccount user, against this control plane
     /// and the fake ECR, JSON logs; nothing from the developer's shell.
-    pub fn ecr_refresh(&self, env: &[(&str, &str)]) -> Command {
+    pub(crate) fn ecr_refresh(&self, env: &[(&str, &str)]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_ecr-refresh"));
         command
             .env_clear()
@@ -195,7 +195,7 @@ impl Real {
     }
 
     /// The seed's cron loop for one namespace, as its script runs it: delete, then create.
-    pub fn delete_and_create(&self, ns: &str, password: &str) -> Measured {
+    pub(crate) fn delete_and_create(&self, ns: &str, password: &str) -> Measured {
         let mut delete =
             self.timed_kubectl(&["delete", "secret", "--ignore-not-found", SECRET, "-n", ns]);
         let deleted = delete.output().expect("kubectl runs");
@@ -208,7 +208,7 @@ impl Real {
 
     /// The seed's fix for one namespace: `kubectl create … --dry-run=client -o yaml |
     /// kubectl apply -f -`.
-    pub fn create_apply(&self, ns: &str, password: &str) -> Measured {
+    pub(crate) fn create_apply(&self, ns: &str, password: &str) -> Measured {
         let mut render = self.timed_kubectl(&self.create_args(ns, password, true));
         let mut render = render
             .stdout(Stdio::piped())
@@ -265,7 +265,7 @@ impl Real {
     }
 
     /// etcd's database size: (total, in use), bytes, from its /metrics.
-    pub fn etcd_db_size(&self) -> (u64, u64) {
+    pub(crate) fn etcd_db_size(&self) -> (u64, u64) {
         let port: u16 = self
             .cp
             .etcd_url()
@@ -290,13 +290,13 @@ impl Real {
     }
 
     /// `apiserver_request_total` summed by (verb, resource), from the server's /metrics.
-    pub fn requests(&self) -> Requests {
+    pub(crate) fn requests(&self) -> Requests {
         Requests(self.cp.request_totals())
     }
 }
 
 /// GNU time's path; the bench and tests need it for kubectl's peak RSS.
-pub fn gnu_time() -> &'static str {
+pub(crate) fn gnu_time() -> &'static str {
     const PATH: &str = "/usr/bin/time";
     assert!(
         Path::new(PATH).is_file(),
@@ -315,7 +315,7 @@ fn check(output: &std::process::Output, what: &str, ns: &str) {
 
 /// Peak RSS and wall time of one process, from GNU time's `TIME %M %e` line.
 #[derive(Clone, Copy, Default, Debug)]
-pub struct Measured {
+pub(crate) struct Measured {
     pub max_rss_kb: u64,
 }
 
@@ -336,7 +336,7 @@ impl Measured {
         }
     }
 
-    pub fn max(self, other: Self) -> Self {
+    pub(crate) fn max(self, other: Self) -> Self {
         Self {
             max_rss_kb: self.max_rss_kb.max(other.max_rss_kb),
         }
@@ -345,11 +345,11 @@ impl Measured {
 
 /// `apiserver_request_total` by (verb, resource).
 #[derive(Clone, Default, Debug)]
-pub struct Requests(pub BTreeMap<(String, String), u64>);
+pub(crate) struct Requests(pub BTreeMap<(String, String), u64>);
 
 impl Requests {
     /// What was served between `before` and `self`.
-    pub fn since(&self, before: &Self) -> Self {
+    pub(crate) fn since(&self, before: &Self) -> Self {
         Self(
             self.0
                 .iter()
@@ -359,14 +359,14 @@ impl Requests {
         )
     }
 
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.0.values().sum()
     }
 
     /// Only what the tools measured here send: Secrets, namespaces, and non-resource paths
     /// (discovery, OpenAPI, /version). kube-apiserver's own traffic (lease renewals, its
     /// informers' re-watches) is left out.
-    pub fn ours(self) -> Self {
+    pub(crate) fn ours(self) -> Self {
         Self(
             self.0
                 .into_iter()
@@ -375,7 +375,7 @@ impl Requests {
         )
     }
 
-    pub fn get(&self, verb: &str, resource: &str) -> u64 {
+    pub(crate) fn get(&self, verb: &str, resource: &str) -> u64 {
         self.0
             .get(&(verb.to_owned(), resource.to_owned()))
             .copied()
@@ -383,7 +383,7 @@ impl Requests {
     }
 
     /// Takes `n` off (verb, resource): requests others made (the readers, the scrape).
-    pub fn take_off(&mut self, verb: &str, resource: &str, n: u64) {
+    pub(crate) fn take_off(&mut self, verb: &str, resource: &str, n: u64) {
         let entry = self
             .0
             .entry((verb.to_owned(), resource.to_owned()))
@@ -393,7 +393,7 @@ impl Requests {
     }
 
     /// `GET secrets 2000, PATCH secrets 1000, …`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         self.0
             .iter()
             .map(|((verb, resource), n)| {
@@ -407,7 +407,7 @@ impl Requests {
 
 /// What the readers of one namespace saw.
 #[derive(Clone, Default, Debug)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub reads: u64,
     /// GETs answered 404.
     pub not_found: u64,
@@ -427,11 +427,11 @@ pub struct Seen {
 
 impl Seen {
     /// Reads without a Secret, DELETED events and uid changes together.
-    pub fn gaps(&self) -> u64 {
+    pub(crate) fn gaps(&self) -> u64 {
         self.not_found + self.deleted_events + self.read_uid_changes + self.watch_uid_changes
     }
 
-    pub fn add(&mut self, other: &Self) {
+    pub(crate) fn add(&mut self, other: &Self) {
         self.reads += other.reads;
         self.not_found += other.not_found;
         self.errors += other.errors;
@@ -480,7 +480,7 @@ impl Counters {
 
 /// Readers in some namespaces: each GETs the Secret in a tight loop and watches it, as the
 /// admin, on a runtime of their own, until stopped.
-pub struct Readers {
+pub(crate) struct Readers {
     runtime: Option<tokio::runtime::Runtime>,
     stop: Arc<AtomicBool>,
     counters: Vec<(String, Arc<Counters>)>,
@@ -489,7 +489,7 @@ pub struct Readers {
 
 impl Readers {
     /// Starts them, and returns once every watch is established (so no event is missed).
-    pub fn start(kubeconfig: &Path, namespaces: &[String]) -> Self {
+    pub(crate) fn start(kubeconfig: &Path, namespaces: &[String]) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -524,14 +524,14 @@ impl Readers {
     }
 
     /// What each namespace's readers saw so far.
-    pub fn seen(&self) -> Vec<(String, Seen)> {
+    pub(crate) fn seen(&self) -> Vec<(String, Seen)> {
         self.counters
             .iter()
             .map(|(n, c)| (n.clone(), c.seen()))
             .collect()
     }
 
-    pub fn total(&self) -> Seen {
+    pub(crate) fn total(&self) -> Seen {
         let mut total = Seen::default();
         for (_, s) in self.seen() {
             total.add(&s);
@@ -540,13 +540,13 @@ impl Readers {
     }
 
     /// The fewest reads of any namespace's reader.
-    pub fn min_reads(&self) -> u64 {
+    pub(crate) fn min_reads(&self) -> u64 {
         self.seen().iter().map(|(_, s)| s.reads).min().unwrap_or(0)
     }
 
     /// Stops them and waits (a GET in flight finishes; a watch is dropped). Then the counts
     /// are final.
-    pub fn stop(mut self) -> Vec<(String, Seen)> {
+    pub(crate) fn stop(mut self) -> Vec<(String, Seen)> {
         self.stop.store(true, Ordering::SeqCst);
         let runtime = self.runtime.take().expect("running");
         let tasks = std::mem::take(&mut self.tasks);
@@ -667,14 +667,14 @@ async fn until(stop: Arc<AtomicBool>) {
     }
 }
 
-pub fn docker_config(password: &str) -> String {
+pub(crate) fn docker_config(password: &str) -> String {
     let auth = b64(&format!("AWS:{password}"));
     format!(
         r#"{{"auths":{{"https://{REGISTRY}":{{"username":"AWS","password":"{password}","auth":"{auth}"}}}}}}"#
     )
 }
 
-pub fn b64(s: &str) -> String {
+pub(crate) fn b64(s: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(s)
 }
@@ -685,7 +685,7 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 /// The binary's stdout as JSON lines; a line that is not JSON panics, naming it.
-pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+pub(crate) fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
     stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
@@ -693,7 +693,9 @@ pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
 }
 
 /// Where the run's per-namespace lines are: namespace → its lines with an outcome.
-pub fn outcome_lines(lines: &[serde_json::Value]) -> BTreeMap<String, Vec<serde_json::Value>> {
+pub(crate) fn outcome_lines(
+    lines: &[serde_json::Value],
+) -> BTreeMap<String, Vec<serde_json::Value>> {
     let mut by = BTreeMap::<String, Vec<serde_json::Value>>::new();
     for l in lines {
         if let (Some(ns), Some(_)) = (l["namespace"].as_str(), l.get("outcome")) {
@@ -703,10 +705,10 @@ pub fn outcome_lines(lines: &[serde_json::Value]) -> BTreeMap<String, Vec<serde_
     by
 }
 
-pub fn path_str(p: &Path) -> String {
+pub(crate) fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-pub fn kubeconfig(real: &Real) -> PathBuf {
+pub(crate) fn kubeconfig(real: &Real) -> PathBuf {
     real.cp.admin_kubeconfig().to_path_buf()
 }

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
+pub(crate) const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 
 /// A loopback address nothing listens on once this returns.
-pub fn free_port() -> SocketAddr {
+pub(crate) fn free_port() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     listener.local_addr().expect("a bound address")
 }
@@ -131,14 +131,14 @@ impl Drop for Served {
 }
 
 /// A plain-HTTP registry with one htpasswd user.
-pub struct Registry {
+pub(crate) struct Registry {
     _served: Served,
     /// `http://127.0.0.1:PORT`, as ECR's proxyEndpoint would name it.
     pub endpoint: String,
 }
 
 impl Registry {
-    pub fn start(user: &str, password: &str) -> Self {
+    pub(crate) fn start(user: &str, password: &str) -> Self {
         let served = Served::start(user, password, None, answers_401);
         Self {
             endpoint: format!("http://{}", served.addr),
@@ -151,7 +151,7 @@ impl Registry {
 /// reached through [`ConnectProxy`], so the binary sends `https://<ECR host>/v2/...` as it
 /// would in a cluster and trusts the certificate through SSL_CERT_FILE; or on 127.0.0.1,
 /// for containerd and skopeo.
-pub struct TlsRegistry {
+pub(crate) struct TlsRegistry {
     served: Served,
     pub addr: SocketAddr,
     /// The certificate, for SSL_CERT_FILE or containerd's hosts.toml.
@@ -162,12 +162,12 @@ pub struct TlsRegistry {
 
 impl TlsRegistry {
     /// Its certificate names `host` (a DNS name).
-    pub fn start(host: &str, user: &str, password: &str) -> Self {
+    pub(crate) fn start(host: &str, user: &str, password: &str) -> Self {
         Self::with_name(host, &format!("DNS:{host}"), user, password)
     }
 
     /// Its certificate names 127.0.0.1 (an IP SAN), as containerd reaches it.
-    pub fn on_loopback(user: &str, password: &str) -> Self {
+    pub(crate) fn on_loopback(user: &str, password: &str) -> Self {
         Self::with_name("127.0.0.1", "IP:127.0.0.1", user, password)
     }
 
@@ -187,25 +187,25 @@ impl TlsRegistry {
 
     /// Every request the registry answered so far, from its own access log (one Apache
     /// combined-format line per request, 401s included): (method, path, status, user agent).
-    pub fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         let log =
             fs::read_to_string(self.served.dir.path().join("registry.log")).unwrap_or_default();
         log.lines().filter_map(Request::parse).collect()
     }
 
     /// `127.0.0.1:PORT`.
-    pub fn host(&self) -> String {
+    pub(crate) fn host(&self) -> String {
         self.addr.to_string()
     }
 
     /// From now on the registry accepts `password` alone.
-    pub fn set_password(&self, password: &str) {
+    pub(crate) fn set_password(&self, password: &str) {
         self.served.set_password(password);
     }
 
     /// Pushes the OCI layout at `layout` (tag `tag`) as `repository:tag` with skopeo, with
     /// `password`.
-    pub fn push(&self, layout: &Path, tag: &str, repository: &str, password: &str) {
+    pub(crate) fn push(&self, layout: &Path, tag: &str, repository: &str, password: &str) {
         let out = Command::new("skopeo")
             .args(["--insecure-policy", "copy", "--quiet"])
             .arg("--dest-cert-dir")
@@ -230,7 +230,7 @@ impl TlsRegistry {
 
 /// One request in the registry's access log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
+pub(crate) struct Request {
     pub method: String,
     pub path: String,
     pub status: u16,
@@ -334,14 +334,14 @@ fn status_of_v2(addr: SocketAddr) -> Option<u16> {
 
 /// An HTTP CONNECT proxy on loopback that tunnels every CONNECT to one address, as a
 /// corporate proxy tunnels to the registry: the binary reaches it through HTTPS_PROXY.
-pub struct ConnectProxy {
+pub(crate) struct ConnectProxy {
     pub url: String,
     /// The `host:port` of each CONNECT, in order.
     pub targets: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl ConnectProxy {
-    pub fn start(to: SocketAddr) -> Self {
+    pub(crate) fn start(to: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
         let url = format!("http://{}", listener.local_addr().expect("an address"));
         let targets = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

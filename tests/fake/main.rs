@@ -4,6 +4,10 @@
 //! Pushgateway) is `#[ignore]`d, naming it, and `bash .ci/test` runs it. tests/README.md
 //! lists every module with its backend and tools.
 
+// A test's unwrap is its assertion, in the helpers as in the #[test]s (clippy.toml allows
+// the latter; the product refuses unwrap_used).
+#![allow(clippy::unwrap_used)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

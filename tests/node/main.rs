@@ -2,6 +2,10 @@
 //! ecr-refresh wrote. Needs root and tools, so `#[ignore]`d, naming them; `bash .ci/test`
 //! runs it.
 
+// A test's unwrap is its assertion, in the helpers as in the #[test]s (clippy.toml allows
+// the latter; the product refuses unwrap_used).
+#![allow(clippy::unwrap_used)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

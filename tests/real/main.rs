@@ -3,6 +3,10 @@
 //! is `#[ignore]`d, naming it; `bash .ci/test` runs them. tests/README.md lists every
 //! module with its backend and tools, and which control plane each test uses.
 
+// A test's unwrap is its assertion, in the helpers as in the #[test]s (clippy.toml allows
+// the latter; the product refuses unwrap_used).
+#![allow(clippy::unwrap_used)]
+
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../common/real_scale.rs"]

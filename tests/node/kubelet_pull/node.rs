@@ -30,17 +30,17 @@ use std::time::{Duration, Instant};
 
 /// The directories (colon-separated, like PATH) with containerd, containerd-shim-runc-v2,
 /// ctr and crictl.
-pub const NODE_ASSETS: &str = "ECR_REFRESH_NODE_ASSETS";
+pub(crate) const NODE_ASSETS: &str = "ECR_REFRESH_NODE_ASSETS";
 
 /// Debian's runc (package `runc`), which containerd's shim runs.
-pub const RUNC: &str = "/usr/sbin/runc";
+pub(crate) const RUNC: &str = "/usr/sbin/runc";
 
 /// The static busybox (package `busybox-static`) the test image is made of.
-pub const BUSYBOX: &str = "/bin/busybox";
+pub(crate) const BUSYBOX: &str = "/bin/busybox";
 
 /// The sandbox ("pause") image, imported into containerd before the kubelet starts: the node
 /// has no way to the Internet, where registry.k8s.io/pause is.
-pub const PAUSE_IMAGE: &str = "ecr-refresh.test/pause:1";
+pub(crate) const PAUSE_IMAGE: &str = "ecr-refresh.test/pause:1";
 
 const BUILD: &str = "build them with `bash .ci/go-tool containerd` and `bash .ci/go-tool crictl` \
     and set ECR_REFRESH_NODE_ASSETS to the two directories they print on their last lines: \
@@ -48,7 +48,7 @@ const BUILD: &str = "build them with `bash .ci/go-tool containerd` and `bash .ci
 
 /// Where each binary a node runs is.
 #[derive(Clone, Debug)]
-pub struct NodeAssets {
+pub(crate) struct NodeAssets {
     pub containerd: PathBuf,
     pub shim: PathBuf,
     pub ctr: PathBuf,
@@ -62,11 +62,14 @@ impl NodeAssets {
     ///
     /// # Panics
     /// Naming what is missing and the command that provides it.
-    pub fn find(kube_assets: &Path) -> Self {
+    pub(crate) fn find(kube_assets: &Path) -> Self {
         Self::check(std::env::var_os(NODE_ASSETS), kube_assets).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    pub fn check(value: Option<std::ffi::OsString>, kube_assets: &Path) -> Result<Self, String> {
+    pub(crate) fn check(
+        value: Option<std::ffi::OsString>,
+        kube_assets: &Path,
+    ) -> Result<Self, String> {
         let dirs: Vec<PathBuf> = match &value {
             Some(v) if !v.is_empty() => std::env::split_paths(v).collect(),
             _ => {
@@ -167,14 +170,14 @@ impl Daemon {
 }
 
 /// The last `lines` lines of a log file.
-pub fn tail(path: &Path, lines: usize) -> String {
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
     let text = fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// The last lines of a kubelet or containerd log at level E or F (klog) or `level=error`.
-pub fn errors(path: &Path, lines: usize) -> String {
+pub(crate) fn errors(path: &Path, lines: usize) -> String {
     let text = fs::read_to_string(path).unwrap_or_default();
     let errors: Vec<&str> = text
         .lines()
@@ -231,7 +234,7 @@ fn cgroup_hierarchies() -> Vec<PathBuf> {
 }
 
 /// A running node: containerd and the kubelet, registered as `name`.
-pub struct Node {
+pub(crate) struct Node {
     pub name: String,
     pub dir: PathBuf,
     pub assets: NodeAssets,
@@ -250,7 +253,7 @@ impl Node {
     /// tar), and starts the kubelet with `kubeconfig`; returns once the Node object exists.
     /// Registry hosts are configured after, in [`Node::hosts_dir`] (containerd reads it on
     /// every pull).
-    pub fn start(
+    pub(crate) fn start(
         assets: NodeAssets,
         kubeconfig: &Path,
         kubectl: impl Fn() -> Command,
@@ -401,7 +404,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
     }
 
     /// `crictl` against this node's containerd.
-    pub fn crictl(&self) -> Command {
+    pub(crate) fn crictl(&self) -> Command {
         let mut command = Command::new(&self.assets.crictl);
         command
             .arg("--runtime-endpoint")
@@ -557,17 +560,17 @@ staticPodPath: ""
         self.kubelet = Some(daemon);
     }
 
-    pub fn kubelet_log(&self) -> PathBuf {
+    pub(crate) fn kubelet_log(&self) -> PathBuf {
         self.dir.join("kubelet.log")
     }
 
-    pub fn containerd_log(&self) -> PathBuf {
+    pub(crate) fn containerd_log(&self) -> PathBuf {
         self.dir.join("containerd.log")
     }
 
     /// Routes pulls of `host` to `https://endpoint` trusting `ca` (a PEM file), as
     /// `certs.d/<host>/hosts.toml`.
-    pub fn route_registry(&self, host: &str, endpoint: &str, ca: &Path) {
+    pub(crate) fn route_registry(&self, host: &str, endpoint: &str, ca: &Path) {
         let dir = self.hosts_dir.join(host);
         fs::create_dir_all(&dir).expect("create a hosts.toml directory");
         write(
@@ -675,7 +678,7 @@ staticPodPath: ""
     }
 
     /// Mount points under the node's directory still mounted (after teardown: none).
-    pub fn mounts(dir: &Path) -> Vec<String> {
+    pub(crate) fn mounts(dir: &Path) -> Vec<String> {
         let prefix = dir.to_string_lossy().into_owned();
         fs::read_to_string("/proc/self/mountinfo")
             .unwrap_or_default()
@@ -687,7 +690,7 @@ staticPodPath: ""
     }
 
     /// The cgroups of this node's cgroup root still present.
-    pub fn cgroups(cgroup_root: &str) -> Vec<PathBuf> {
+    pub(crate) fn cgroups(cgroup_root: &str) -> Vec<PathBuf> {
         cgroup_hierarchies()
             .iter()
             .map(|h| h.join(cgroup_root.trim_start_matches('/')))
@@ -695,12 +698,12 @@ staticPodPath: ""
             .collect()
     }
 
-    pub fn cgroup_root(&self) -> &str {
+    pub(crate) fn cgroup_root(&self) -> &str {
         &self.cgroup_root
     }
 
     /// Stops everything now and says what was left (nothing, when all went well).
-    pub fn stop(mut self) -> Vec<String> {
+    pub(crate) fn stop(mut self) -> Vec<String> {
         self.teardown();
         let mut left: Vec<String> = Self::mounts(&self.dir)
             .into_iter()
@@ -757,7 +760,7 @@ fn unescape_mount_point(field: &str) -> String {
 /// Writes an OCI image layout of one layer (`files`: path in the image, path on this machine)
 /// whose config runs `cmd`, tagged `tag`, named `name` (the annotation `ctr import` reads),
 /// and returns its directory. `tar` is written to beside it as well (for `ctr import`).
-pub fn oci_layout(
+pub(crate) fn oci_layout(
     dir: &Path,
     files: &[(&str, &Path)],
     cmd: &[&str],

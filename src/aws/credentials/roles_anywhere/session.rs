@@ -27,7 +27,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// Why Roles Anywhere gave no credentials. Each names what is at fault: the file, or the ARNs.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SessionError {
-    #[error("{0}")]
+    #[error(transparent)]
     Identity(#[from] IdentityError),
     #[error(
         "the certificate in {path} (ECR_REFRESH_ROLES_ANYWHERE_CERTIFICATE, serial {serial}, {subject}) \

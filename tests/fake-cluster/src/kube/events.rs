@@ -55,7 +55,7 @@ pub(crate) enum EventApi {
 }
 
 impl EventApi {
-    pub fn group(self) -> &'static str {
+    pub(super) fn group(self) -> &'static str {
         match self {
             EventApi::Core => "",
             EventApi::Events => GROUP,
@@ -390,7 +390,7 @@ fn strict_errors(e: &Value, name: &str) -> Vec<FieldError> {
 
 impl Events {
     /// POST to a namespace's events: decode, admit (namespace lifecycle), validate, store.
-    pub fn create(
+    pub(super) fn create(
         &mut self,
         store: &mut Store,
         api: EventApi,
@@ -469,14 +469,24 @@ impl Events {
         store.admit_namespace_content(&api.qualified_resource(), namespace, name)
     }
 
-    pub fn get(&self, api: EventApi, namespace: &str, name: &str) -> Result<Value, ApiError> {
+    pub(super) fn get(
+        &self,
+        api: EventApi,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
         self.items
             .get(&(namespace.to_owned(), name.to_owned()))
             .map(|e| shown(e, api))
             .ok_or_else(|| status::not_found(&api.qualified_resource(), name))
     }
 
-    pub fn list(&self, api: EventApi, namespace: Option<&str>, resource_version: u64) -> Value {
+    pub(super) fn list(
+        &self,
+        api: EventApi,
+        namespace: Option<&str>,
+        resource_version: u64,
+    ) -> Value {
         let items: Vec<Value> = self
             .items
             .iter()
@@ -498,7 +508,7 @@ impl Events {
     /// The list as a server-side Table, as kubectl asks for it (`Accept: ...;as=Table`): the
     /// columns and cells of pkg/printers/internalversion/printers.go, printEvent (the server
     /// fills every column; kubectl shows those of priority 0 unless `-o wide`).
-    pub fn table(&self, namespace: Option<&str>, resource_version: u64) -> Value {
+    pub(super) fn table(&self, namespace: Option<&str>, resource_version: u64) -> Value {
         let column = |name: &str, priority: u8| {
             json!({"name": name, "type": if name == "Count" { "integer" } else { "string" },
                    "format": "", "description": "", "priority": priority})
@@ -560,7 +570,7 @@ impl Events {
     }
 
     /// Every Event in `namespace`, in events.k8s.io/v1 form.
-    pub fn in_namespace(&self, namespace: &str) -> Vec<Value> {
+    pub(super) fn in_namespace(&self, namespace: &str) -> Vec<Value> {
         self.items
             .iter()
             .filter(|((ns, _), _)| ns == namespace)

@@ -42,14 +42,14 @@ impl ManagerEntry {
 
     /// How a conflict names this manager (apiserver's `printManager`, without the time,
     /// which the manager identifier never carries).
-    pub fn conflict_name(&self) -> String {
+    pub(super) fn conflict_name(&self) -> String {
         match self.operation {
             Operation::Apply => json!(self.manager).to_string(),
             Operation::Update => format!("{} using v1", json!(self.manager)),
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(super) fn to_json(&self) -> Value {
         json!({
             "manager": self.manager,
             "operation": match self.operation {

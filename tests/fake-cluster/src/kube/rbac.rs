@@ -29,12 +29,12 @@ impl Default for Identity {
 impl Identity {
     /// The user name a ServiceAccount token authenticates as
     /// (k8s.io/apiserver/pkg/authentication/serviceaccount: MakeUsername).
-    pub fn username(&self) -> String {
+    pub(super) fn username(&self) -> String {
         format!("system:serviceaccount:{}:{}", self.namespace, self.name)
     }
 
     /// The groups it authenticates with (MakeGroupNames, and system:authenticated).
-    pub fn groups(&self) -> Vec<String> {
+    pub(super) fn groups(&self) -> Vec<String> {
         vec![
             "system:serviceaccounts".into(),
             format!("system:serviceaccounts:{}", self.namespace),
@@ -146,7 +146,7 @@ fn aggregate(messages: &[&str]) -> String {
 impl Rbac {
     /// Reads every ClusterRole, Role, ClusterRoleBinding and RoleBinding in a multi-document
     /// YAML (other kinds are ignored) and keeps the rules bound to `who`.
-    pub fn from_yaml(yaml: &str, who: &Identity) -> Result<Rbac, String> {
+    pub(super) fn from_yaml(yaml: &str, who: &Identity) -> Result<Rbac, String> {
         let mut cluster_roles: HashMap<String, Vec<Rule>> = HashMap::new();
         let mut roles: HashMap<(String, String), Vec<Rule>> = HashMap::new();
         let mut bindings = Vec::new();
@@ -231,7 +231,7 @@ impl Rbac {
 
     /// Allowed, or refused with the authorizer's reason (empty, or `RBAC: ...` naming the
     /// roles some binding of the user refers to but that do not exist).
-    pub fn authorize(&self, a: &Attributes<'_>) -> Result<(), String> {
+    pub(super) fn authorize(&self, a: &Attributes<'_>) -> Result<(), String> {
         let allowed = self.rules.iter().any(|(scope, rule)| {
             Self::in_scope(scope.as_deref(), a)
                 && allows(&rule.api_groups, a.group)
@@ -263,13 +263,13 @@ impl Rbac {
 
     /// The reason part of the filter's 403: `User "..." cannot VERB resource "R" in API
     /// group "" ...`, with the authorizer's reason after a colon when it gave one.
-    pub fn refusal(&self, a: &Attributes<'_>, reason: &str) -> String {
+    pub(super) fn refusal(&self, a: &Attributes<'_>, reason: &str) -> String {
         Self::refusal_as(&self.user, a, reason)
     }
 
     /// The same for `user`, when no roles are loaded to name one (a server just back from an
     /// outage refuses everyone).
-    pub fn refusal_as(user: &str, a: &Attributes<'_>, reason: &str) -> String {
+    pub(super) fn refusal_as(user: &str, a: &Attributes<'_>, reason: &str) -> String {
         let scope = if a.namespace.is_empty() {
             "at the cluster scope".to_owned()
         } else {

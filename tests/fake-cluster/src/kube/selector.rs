@@ -56,7 +56,7 @@ fn set_values(rest: &str) -> Option<Vec<String>> {
 }
 
 impl LabelSelector {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub(super) fn parse(s: &str) -> Result<Self, String> {
         let mut reqs = Vec::new();
         if s.trim().is_empty() {
             return Ok(LabelSelector(reqs));
@@ -96,7 +96,7 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
-    pub fn matches(&self, obj: &Value) -> bool {
+    pub(super) fn matches(&self, obj: &Value) -> bool {
         let labels = &obj["metadata"]["labels"];
         let get = |k: &str| labels.get(k).and_then(Value::as_str);
         self.0.iter().all(|r| match r {
@@ -116,7 +116,7 @@ impl LabelSelector {
 pub(crate) struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
-    pub fn parse(s: &str, resource: Resource) -> Result<Self, String> {
+    pub(super) fn parse(s: &str, resource: Resource) -> Result<Self, String> {
         let mut out = Vec::new();
         for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (field, equal, value) = if let Some((f, v)) = term.split_once("!=") {
@@ -144,7 +144,7 @@ impl FieldSelector {
 
     /// The name a `metadata.name=` (or `==`) term requires, as Go's `RequiresExactMatch`
     /// finds it in a selector's text; None when the text does not parse or has no such term.
-    pub fn exact_name(s: &str) -> Option<&str> {
+    pub(super) fn exact_name(s: &str) -> Option<&str> {
         s.split(',').map(str::trim).find_map(|term| {
             let (field, value) = term
                 .split_once("==")
@@ -153,7 +153,7 @@ impl FieldSelector {
         })
     }
 
-    pub fn matches(&self, obj: &Value) -> bool {
+    pub(super) fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(field, equal, value)| {
             let actual = match field.strip_prefix("metadata.") {
                 Some(key) => obj["metadata"][key].as_str().unwrap_or_default().to_owned(),

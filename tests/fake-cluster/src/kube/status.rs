@@ -43,7 +43,7 @@ pub(crate) struct Details {
 }
 
 impl Details {
-    pub fn named(kind: &str, name: &str) -> Self {
+    pub(super) fn named(kind: &str, name: &str) -> Self {
         Details {
             name: name.to_owned(),
             kind: kind.to_owned(),
@@ -74,7 +74,7 @@ impl Details {
 }
 
 impl ApiError {
-    pub fn new(
+    pub(super) fn new(
         code: u16,
         reason: &str,
         message: impl Into<String>,

@@ -348,29 +348,39 @@ impl Store {
         }
     }
 
-    pub fn lookup(&self, resource: Resource, namespace: &str, name: &str) -> Option<&Stored> {
+    pub(super) fn lookup(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Option<&Stored> {
         self.map(resource).get(&key(resource, namespace, name))
     }
 
     /// A fresh resourceVersion, for objects kept outside this store (Events).
-    pub fn next_resource_version(&mut self) -> u64 {
+    pub(super) fn next_resource_version(&mut self) -> u64 {
         self.resource_version += 1;
         self.resource_version
     }
 
     /// The current resourceVersion, for lists of objects kept outside this store.
-    pub fn resource_version(&self) -> u64 {
+    pub(super) fn resource_version(&self) -> u64 {
         self.resource_version
     }
 
-    pub fn history(&self, resource: Resource, namespace: &str, name: &str) -> Vec<Option<Value>> {
+    pub(super) fn history(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<Option<Value>> {
         self.history
             .get(&(resource, key(resource, namespace, name)))
             .cloned()
             .unwrap_or_default()
     }
 
-    pub fn add_hook(&mut self, resource: Resource, namespace: &str, name: &str, hook: Hook) {
+    pub(super) fn add_hook(&mut self, resource: Resource, namespace: &str, name: &str, hook: Hook) {
         self.hooks
             .push((resource, key(resource, namespace, name), hook));
     }
@@ -546,7 +556,7 @@ impl Store {
     }
 
     /// Stores `obj` as created by `manager` (replacing any object of that name).
-    pub fn seed(&mut self, resource: Resource, mut obj: Value, manager: &str) -> Value {
+    pub(super) fn seed(&mut self, resource: Resource, mut obj: Value, manager: &str) -> Value {
         let name = meta_str(&obj, "name")
             .expect("seeded objects need metadata.name")
             .to_owned();
@@ -585,7 +595,7 @@ impl Store {
     }
 
     /// Deletes an object (a namespace with everything in it).
-    pub fn delete_now(&mut self, resource: Resource, namespace: &str, name: &str) {
+    pub(super) fn delete_now(&mut self, resource: Resource, namespace: &str, name: &str) {
         if resource == Resource::Namespaces {
             for r in [Resource::Secrets, Resource::ServiceAccounts, Resource::Pods] {
                 let keys: Vec<Key> = self
@@ -602,7 +612,12 @@ impl Store {
         self.remove(resource, &key(resource, namespace, name));
     }
 
-    pub fn get(&self, resource: Resource, namespace: &str, name: &str) -> Result<Value, ApiError> {
+    pub(super) fn get(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
         self.live(resource, namespace, name).map(|s| s.obj)
     }
 
@@ -617,7 +632,7 @@ impl Store {
     /// and those it would have shown had they existed (its namespace and field selector
     /// match, and the key lies within the page). A list is a read as a GET is: the hook
     /// fires between that read and the write that follows it.
-    pub fn after_list(
+    pub(super) fn after_list(
         &mut self,
         resource: Resource,
         namespace: Option<&str>,
@@ -652,7 +667,7 @@ impl Store {
     }
 
     /// Runs the hooks waiting for a GET of this object.
-    pub fn after_get(&mut self, resource: Resource, namespace: &str, name: &str) {
+    pub(super) fn after_get(&mut self, resource: Resource, namespace: &str, name: &str) {
         let k = key(resource, namespace, name);
         let Some(i) = self
             .hooks
@@ -695,7 +710,7 @@ impl Store {
         }
     }
 
-    pub fn list(
+    pub(super) fn list(
         &mut self,
         resource: Resource,
         namespace: Option<&str>,
@@ -761,7 +776,7 @@ impl Store {
     }
 
     /// POST to a collection.
-    pub fn create(
+    pub(super) fn create(
         &mut self,
         resource: Resource,
         namespace: &str,
@@ -906,7 +921,7 @@ impl Store {
     }
 
     /// PUT.
-    pub fn replace(
+    pub(super) fn replace(
         &mut self,
         resource: Resource,
         namespace: &str,
@@ -924,7 +939,7 @@ impl Store {
 
     /// PUT, or a merge PATCH, of the status subresource (pods only): the status changes,
     /// nothing else does.
-    pub fn write_status(
+    pub(super) fn write_status(
         &mut self,
         resource: Resource,
         namespace: &str,
@@ -942,7 +957,7 @@ impl Store {
     }
 
     /// PATCH with a non-apply patch type.
-    pub fn patch(
+    pub(super) fn patch(
         &mut self,
         resource: Resource,
         namespace: &str,
@@ -968,7 +983,7 @@ impl Store {
     /// Server-side apply; answers 201 when it created the object. `authorize_create` is
     /// the `create` authorization an apply that creates needs besides `patch`.
     #[allow(clippy::too_many_arguments)] // the request's parts, as the handler has them
-    pub fn apply(
+    pub(super) fn apply(
         &mut self,
         resource: Resource,
         namespace: &str,
@@ -1086,7 +1101,7 @@ impl Store {
 
     /// DELETE: objects go at once unless finalizers hold them; a namespace turns Terminating
     /// (nothing finalizes it).
-    pub fn delete(
+    pub(super) fn delete(
         &mut self,
         resource: Resource,
         namespace: &str,

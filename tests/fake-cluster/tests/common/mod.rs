@@ -8,14 +8,14 @@ use std::net::TcpStream;
 
 use serde_json::Value;
 
-pub const APPLY: &str = "application/apply-patch+yaml";
-pub const JSON_PATCH: &str = "application/json-patch+json";
-pub const MERGE_PATCH: &str = "application/merge-patch+json";
-pub const STRATEGIC: &str = "application/strategic-merge-patch+json";
+pub(crate) const APPLY: &str = "application/apply-patch+yaml";
+pub(crate) const JSON_PATCH: &str = "application/json-patch+json";
+pub(crate) const MERGE_PATCH: &str = "application/merge-patch+json";
+pub(crate) const STRATEGIC: &str = "application/strategic-merge-patch+json";
 
 /// One answer: status, headers (lower-cased names) and the body as JSON (Null if none).
 #[derive(Debug)]
-pub struct Response {
+pub(crate) struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Value,
@@ -24,7 +24,7 @@ pub struct Response {
 impl Response {
     /// An HTTP/1.1 answer as it came off the wire: the status line, the headers, and the
     /// body as JSON (a string when it is not JSON, Null when empty).
-    pub fn parse(text: &str) -> Self {
+    pub(crate) fn parse(text: &str) -> Self {
         let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
         let mut lines = head.lines();
         let status: u16 = lines
@@ -48,22 +48,22 @@ impl Response {
         }
     }
 
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     }
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         self.body["message"].as_str().unwrap_or_default()
     }
-    pub fn reason(&self) -> &str {
+    pub(crate) fn reason(&self) -> &str {
         self.body["reason"].as_str().unwrap_or_default()
     }
 }
 
 /// Sends one request to `base` (`http://127.0.0.1:PORT`); `target` is path plus query.
-pub fn send(
+pub(crate) fn send(
     base: &str,
     method: &str,
     target: &str,
@@ -88,11 +88,11 @@ pub fn send(
     Response::parse(&text)
 }
 
-pub fn get(base: &str, target: &str) -> Response {
+pub(crate) fn get(base: &str, target: &str) -> Response {
     send(base, "GET", target, None, "")
 }
 
-pub fn post(base: &str, target: &str, body: &Value) -> Response {
+pub(crate) fn post(base: &str, target: &str, body: &Value) -> Response {
     send(
         base,
         "POST",
@@ -102,12 +102,12 @@ pub fn post(base: &str, target: &str, body: &Value) -> Response {
     )
 }
 
-pub fn patch(base: &str, target: &str, content_type: &str, body: &Value) -> Response {
+pub(crate) fn patch(base: &str, target: &str, content_type: &str, body: &Value) -> Response {
     send(base, "PATCH", target, Some(content_type), &body.to_string())
 }
 
 /// Server-side apply as `manager`, with or without force.
-pub fn apply(base: &str, path: &str, manager: &str, force: bool, body: &Value) -> Response {
+pub(crate) fn apply(base: &str, path: &str, manager: &str, force: bool, body: &Value) -> Response {
     let target = format!(
         "{path}?fieldManager={manager}{}",
         if force { "&force=true" } else { "" }
@@ -115,12 +115,12 @@ pub fn apply(base: &str, path: &str, manager: &str, force: bool, body: &Value) -
     patch(base, &target, APPLY, body)
 }
 
-pub fn secret_path(ns: &str, name: &str) -> String {
+pub(crate) fn secret_path(ns: &str, name: &str) -> String {
     format!("/api/v1/namespaces/{ns}/secrets/{name}")
 }
 
 /// A dockerconfigjson Secret body as ecr-refresh applies it.
-pub fn docker_secret(ns: &str, name: &str, config: &str) -> Value {
+pub(crate) fn docker_secret(ns: &str, name: &str, config: &str) -> Value {
     use base64::Engine;
     serde_json::json!({
         "apiVersion": "v1",
@@ -132,7 +132,7 @@ pub fn docker_secret(ns: &str, name: &str, config: &str) -> Value {
 }
 
 /// The managers owning `field` (fieldsV1 path like `["f:data", "f:.dockerconfigjson"]`).
-pub fn owners(obj: &Value, field: &[&str]) -> Vec<String> {
+pub(crate) fn owners(obj: &Value, field: &[&str]) -> Vec<String> {
     obj["metadata"]["managedFields"]
         .as_array()
         .into_iter()
