@@ -193,31 +193,31 @@ pub fn owner(pod: &Pod) -> String {
 /// Containers waiting on a pull: (container, reason, the kubelet's message), ephemeral
 /// containers (`kubectl debug`) included: check reports every one.
 pub fn stuck(pod: &Pod) -> Vec<(String, String, String)> {
+    stuck_among(pod, true)
+}
+
+/// The init and regular containers waiting on a pull: the ones a replacement pod would pull
+/// again. Never an ephemeral container: a replacement has none.
+pub fn stuck_in_template(pod: &Pod) -> Vec<(String, String, String)> {
+    stuck_among(pod, false)
+}
+
+fn stuck_among(pod: &Pod, ephemeral: bool) -> Vec<(String, String, String)> {
     let Some(status) = &pod.status else {
         return Vec::new();
     };
+    let ephemeral = status
+        .ephemeral_container_statuses
+        .iter()
+        .flatten()
+        .filter(|_| ephemeral);
     waiting_on_pull(
         status
             .init_container_statuses
             .iter()
             .flatten()
             .chain(status.container_statuses.iter().flatten())
-            .chain(status.ephemeral_container_statuses.iter().flatten()),
-    )
-}
-
-/// The init and regular containers waiting on a pull: the ones a replacement pod would pull
-/// again. Never an ephemeral container: a replacement has none.
-pub fn stuck_in_template(pod: &Pod) -> Vec<(String, String, String)> {
-    let Some(status) = &pod.status else {
-        return Vec::new();
-    };
-    waiting_on_pull(
-        status
-            .init_container_statuses
-            .iter()
-            .flatten()
-            .chain(status.container_statuses.iter().flatten()),
+            .chain(ephemeral),
     )
 }
 

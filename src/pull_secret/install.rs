@@ -96,6 +96,17 @@ impl fmt::Display for Install {
     }
 }
 
+/// The install a Secret records as its writer (`ecr-refresh/install`), if any.
+pub fn recorded(secret: &Secret) -> Option<&str> {
+    secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(INSTALL_ANNOTATION))
+        .map(String::as_str)
+        .filter(|name| !name.is_empty())
+}
+
 /// Entries another install wrote, for registries this one does not write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OtherInstall {

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Secret;
 
 use crate::pull_secret::docker_config::{self, UnreadableDockerConfig};
 use crate::pull_secret::due::recorded_hosts;
-use crate::pull_secret::install::{INSTALL_ANNOTATION, Install};
+use crate::pull_secret::install::Install;
 use crate::pull_secret::{CREATED_LABEL, DATA_KEY, FIELD_MANAGER, MANAGED_BY_LABEL};
 
 /// The annotations and labels of ours that a Secret keeps after its entries are taken out:
@@ -91,12 +91,7 @@ pub fn managed_by_us(secret: &Secret) -> bool {
 
 /// The install a Secret records as its writer (`ecr-refresh/install`), if any.
 pub fn recorded_install(secret: &Secret) -> Option<&str> {
-    secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(INSTALL_ANNOTATION))
-        .map(String::as_str)
+    crate::pull_secret::install::recorded(secret)
 }
 
 /// More than one install is recorded on the selected Secrets and none is named: uninstall
@@ -216,6 +211,7 @@ mod tests {
 
     use super::*;
     use crate::pull_secret::REGISTRIES_ANNOTATION;
+    use crate::pull_secret::install::INSTALL_ANNOTATION;
 
     const OURS: &str = "111122223333.dkr.ecr.eu-west-1.amazonaws.com";
 

@@ -452,7 +452,7 @@ async fn update(
     let install = desired
         .install
         .map(Install::as_str)
-        .or_else(|| recorded_install(current));
+        .or_else(|| install::recorded(current));
     let secret = body(
         desired,
         merged.into_bytes(),
@@ -572,17 +572,6 @@ async fn remove_last_applied(
         }
     }
     Err(SecretError::Contended)
-}
-
-/// The install the Secret records (`ecr-refresh/install`), if any.
-fn recorded_install(secret: &Secret) -> Option<&str> {
-    secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(INSTALL_ANNOTATION))
-        .map(String::as_str)
-        .filter(|name| !name.is_empty())
 }
 
 /// The object we apply or create: only the fields we own; `install` is the name recorded.
