@@ -12,7 +12,6 @@ use std::str::FromStr;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, ServiceAccount};
 
 use crate::aws::registry::RegistryHost;
-use crate::pull_secret::due;
 pub use recovery::{Cause, Recovery, RecoveryContext, cause, recovery};
 
 /// The waiting reasons of a container whose image could not be pulled (kubelet's
@@ -45,7 +44,7 @@ impl Managed {
         if hosts.is_empty() {
             // The caller's own registry: the account is only known from our last write.
             let recorded: Vec<RegistryHost> = secret
-                .map(due::recorded_hosts)
+                .map(crate::pull_secret::recorded_hosts)
                 .unwrap_or_default()
                 .iter()
                 .filter_map(|h| RegistryHost::from_str(h).ok())

@@ -13,7 +13,6 @@ use serde_json::value::RawValue;
 
 use crate::aws::ecr::Credential;
 use crate::aws::registry::normalize;
-use crate::pull_secret::keyring::go_fold_eq;
 
 /// The merged `.dockerconfigjson` bytes. They hold passwords: `Debug` does not print them.
 pub struct DockerConfigJson {
@@ -328,6 +327,18 @@ impl<'de> Deserialize<'de> for Ordered {
         }
         deserializer.deserialize_map(OrderedVisitor)
     }
+}
+
+/// Whether a JSON object's member name is read into the field `field` (ASCII, lower case) by
+/// Go's encoding/json: equal under Unicode simple case folding, where `ſ` (U+017F) folds to
+/// `s` and the Kelvin sign (U+212A) to `k`.
+pub fn go_fold_eq(name: &str, field: &str) -> bool {
+    let fold = |c: char| match c {
+        '\u{17f}' => 's',
+        '\u{212a}' => 'k',
+        c => c.to_ascii_lowercase(),
+    };
+    name.chars().map(fold).eq(field.chars())
 }
 
 #[cfg(test)]

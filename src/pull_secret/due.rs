@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::Secret;
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 
-use crate::aws::registry::{RegistryHost, normalize};
+use crate::aws::registry::RegistryHost;
 use crate::pull_secret::docker_config::{self, UnreadableDockerConfig, is_entry_for};
 use crate::pull_secret::install::Install;
 use crate::pull_secret::{
-    DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, REGISTRIES_ANNOTATION, last_applied_holds_ours,
+    DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, last_applied_holds_ours,
 };
 
 /// The registries a Secret that is not due holds our entries for: every host a run writes.
@@ -230,20 +230,10 @@ pub fn expiry(
     Ok((expires_at, due_at))
 }
 
-/// The hosts our last write recorded (`ecr-refresh/registries`), as the kubelet matches them.
-pub fn recorded_hosts(secret: &Secret) -> BTreeSet<String> {
-    annotation(secret, REGISTRIES_ANNOTATION)
-        .unwrap_or_default()
-        .split(',')
-        .map(normalize)
-        .filter(|h| !h.is_empty())
-        .collect()
-}
-
 /// Why the Secret's content is due: its registries, then our entries (only when the registries
 /// are right: a missing or stale one changes them anyway), then kubectl's copy of a password.
 fn content(secret: &Secret, policy: &Policy<'_>) -> Vec<Due> {
-    let recorded = recorded_hosts(secret);
+    let recorded = crate::pull_secret::recorded_hosts(secret);
     let entries = match secret
         .data
         .as_ref()

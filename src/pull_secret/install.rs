@@ -20,7 +20,7 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 
 use super::docker_config::is_entry_for;
-use super::due::recorded_hosts;
+use super::recorded_hosts;
 
 /// Who wrote the Secret last: ECR_REFRESH_INSTALL, or the writer's ServiceAccount.
 pub const INSTALL_ANNOTATION: &str = "ecr-refresh/install";

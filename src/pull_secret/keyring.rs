@@ -4,6 +4,8 @@
 
 use base64::Engine as _;
 
+use super::docker_config::go_fold_eq;
+
 /// The keyring's key for an `auths` key (None: the kubelet ignores the entry).
 ///
 /// keyring.go `BasicDockerKeyring.Add`: `https://` is put before a key without a scheme, the
@@ -115,18 +117,6 @@ fn decode_auth(field: &str) -> Result<(String, String), String> {
     let text = String::from_utf8_lossy(&decoded);
     let (username, password) = text.split_once(':').ok_or_else(undecodable)?;
     Ok((username.to_owned(), password.to_owned()))
-}
-
-/// Whether a JSON object's member name is read into the field `field` (ASCII, lower case) by
-/// Go's encoding/json: equal under Unicode simple case folding, where `ſ` (U+017F) folds to
-/// `s` and the Kelvin sign (U+212A) to `k`.
-pub fn go_fold_eq(name: &str, field: &str) -> bool {
-    let fold = |c: char| match c {
-        '\u{17f}' => 's',
-        '\u{212a}' => 'k',
-        c => c.to_ascii_lowercase(),
-    };
-    name.chars().map(fold).eq(field.chars())
 }
 
 /// Go's `url.Parse` of `scheme://authority/path`, the parts the keyring uses: the host (with

@@ -33,6 +33,21 @@ pub const DIGEST_ANNOTATION: &str = "ecr-refresh/auths-sha256";
 /// Where `kubectl apply` keeps a copy of the whole object it applied, password included.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// The hosts our last write recorded (`ecr-refresh/registries`), as the kubelet matches them.
+pub fn recorded_hosts(secret: &Secret) -> std::collections::BTreeSet<String> {
+    secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REGISTRIES_ANNOTATION))
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .map(crate::aws::registry::normalize)
+        .filter(|h| !h.is_empty())
+        .collect()
+}
+
 /// Whether kubectl's last-applied annotation holds a docker config with an entry for one of
 /// our registries (`hosts`): a copy of a password we replace. Any other last-applied
 /// annotation is someone else's, and stays.

@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::pull_secret::docker_config::{self, UnreadableDockerConfig};
-use crate::pull_secret::due::recorded_hosts;
 use crate::pull_secret::install::Install;
+use crate::pull_secret::recorded_hosts;
 use crate::pull_secret::{CREATED_LABEL, DATA_KEY, FIELD_MANAGER, MANAGED_BY_LABEL};
 
 /// The annotations and labels of ours that a Secret keeps after its entries are taken out:
