@@ -365,6 +365,30 @@ impl fmt::Display for RegistryHost {
     }
 }
 
+/// Each host followed by its dual-stack twin (with `dual_stack`), each once: the hosts a write
+/// puts in `auths`, which the due decision expects a Secret that is not due to hold.
+/// A host whose partition has no dual-stack hosts is an error: configured ones are refused
+/// when the configuration is read, so this is the caller's own registry, known once ECR names it.
+pub fn with_twins(
+    hosts: Vec<RegistryHost>,
+    dual_stack: bool,
+) -> Result<Vec<RegistryHost>, NoDualStack> {
+    let mut out: Vec<RegistryHost> = Vec::with_capacity(hosts.len() * 2);
+    for host in hosts {
+        let twin = if dual_stack {
+            host.dual_stack_twin()?
+        } else {
+            None
+        };
+        for h in std::iter::once(host).chain(twin) {
+            if !out.contains(&h) {
+                out.push(h);
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -599,9 +599,11 @@ mod tests {
 
     #[test]
     fn missing_hosts_are_named_in_configured_order_then_their_twins() {
-        let configured: Vec<RegistryHost> =
-            crate::aws::ecr::with_twins(vec![HOST.parse().unwrap(), OTHER.parse().unwrap()], true)
-                .unwrap();
+        let configured: Vec<RegistryHost> = crate::aws::registry::with_twins(
+            vec![HOST.parse().unwrap(), OTHER.parse().unwrap()],
+            true,
+        )
+        .unwrap();
         let policy = Policy {
             renew_before: HOUR * 8,
             install: None,

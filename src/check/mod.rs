@@ -312,7 +312,7 @@ fn record(tally: &mut Tally, checked: Checked) {
 
 /// The hosts the Secret must hold, and those pods may use: what the refresh writes.
 fn managed(config: &Config, region: Option<&str>, secret: Option<&Secret>) -> Managed {
-    Managed::of(&config.registries, config.dual_stack, region, secret)
+    Managed::of(&config.written, config.dual_stack, region, secret)
 }
 
 async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secret>) -> Checked {

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use crate::argocd::{self, ArgoCd, RepoType};
 use crate::aws::credentials::roles_anywhere::{Identity, IdentityError};
 use crate::aws::credentials::{AssumeRole, ExternalId, RoleArn, RolesAnywhere, SessionName};
-use crate::aws::registry::RegistryHost;
+use crate::aws::registry::{RegistryHost, with_twins};
 use crate::cluster::names::{NamespaceName, ProjectName, SecretName, ServiceAccountName};
 use crate::glob::Glob;
 use crate::logging::LogFormat;
@@ -115,6 +115,9 @@ pub struct Config {
     pub registries: Vec<RegistryHost>,
     /// Write each registry's dual-stack host too, from the same token.
     pub dual_stack: bool,
+    /// The hosts a write puts in `auths` for `registries`: each followed by its dual-stack
+    /// twin with `dual_stack` (empty with no registries: the caller's own is known from ECR).
+    pub written: Vec<RegistryHost>,
     pub dry_run: bool,
     pub concurrency: usize,
     pub timeout: Duration,
@@ -251,9 +254,7 @@ impl Config {
             parse_bool,
             || false,
         )?;
-        if dual_stack {
-            every_twin_exists(&registries, raw.dual_stack.as_deref().unwrap_or_default())?;
-        }
+        let written = twins(&registries, dual_stack, raw.dual_stack.as_deref())?;
         let dry_run = parse_or("ECR_REFRESH_DRY_RUN", raw.dry_run, parse_bool, || false)?;
         let concurrency = parse_or(
             "ECR_REFRESH_CONCURRENCY",
@@ -341,6 +342,7 @@ impl Config {
             },
             registries,
             dual_stack,
+            written,
             dry_run,
             concurrency,
             timeout,
@@ -476,17 +478,21 @@ fn parse_assume_role(
     }))
 }
 
-/// With ECR_REFRESH_DUAL_STACK=true: every registry configured has a dual-stack host, which
-/// a registry in a partition without dual-stack endpoints has not.
-fn every_twin_exists(registries: &[RegistryHost], value: &str) -> Result<(), ConfigError> {
-    match registries.iter().find_map(|r| r.dual_stack_twin().err()) {
-        Some(e) => Err(invalid(
+/// The hosts a write puts in `auths` for the configured registries (`with_twins`). With
+/// ECR_REFRESH_DUAL_STACK=true every registry configured must have a dual-stack host, which a
+/// registry in a partition without dual-stack endpoints has not.
+fn twins(
+    registries: &[RegistryHost],
+    dual_stack: bool,
+    value: Option<&str>,
+) -> Result<Vec<RegistryHost>, ConfigError> {
+    with_twins(registries.to_vec(), dual_stack).map_err(|e| {
+        invalid(
             "ECR_REFRESH_DUAL_STACK",
-            value,
+            value.unwrap_or_default(),
             format!("cannot be true here: {e}"),
-        )),
-        None => Ok(()),
-    }
+        )
+    })
 }
 
 fn invalid(variable: &'static str, value: &str, accepted: String) -> ConfigError {

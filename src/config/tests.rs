@@ -285,10 +285,10 @@ fn dual_stack_is_refused_for_a_registry_whose_partition_has_no_dual_stack_hosts(
     let with_twin = host("123456789012.dkr.ecr.us-east-1.amazonaws.com");
     let without = host("123456789012.dkr.ecr.nw-north-1.amazonaws.new");
     assert_eq!(
-        every_twin_exists(std::slice::from_ref(&with_twin), "true"),
-        Ok(())
+        twins(std::slice::from_ref(&with_twin), true, Some("true")).map(|w| w.len()),
+        Ok(2)
     );
-    let err = every_twin_exists(&[with_twin, without], "true")
+    let err = twins(&[with_twin, without], true, Some("true"))
         .unwrap_err()
         .to_string();
     assert!(

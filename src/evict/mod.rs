@@ -87,7 +87,7 @@ impl Evictor<'_> {
             }
         };
         let managed = Managed::of(
-            &self.config.registries,
+            &self.config.written,
             self.config.dual_stack,
             self.region.as_deref(),
             secret.as_ref(),

@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, ServiceAccount};
 
-use crate::aws::registry::RegistryHost;
+use crate::aws::registry::{RegistryHost, with_twins};
 pub use recovery::{Cause, Recovery, RecoveryContext, cause, recovery};
 
 /// The waiting reasons of a container whose image could not be pulled (kubelet's
@@ -30,18 +30,18 @@ pub struct Managed {
 }
 
 impl Managed {
-    /// The hosts the refresh writes: the configured registries (and their dual-stack twins
-    /// with `dual_stack`), or, with none configured, the caller's own as our last write
-    /// recorded it in `secret` (any private registry in `region` while none is recorded).
+    /// The hosts the refresh writes: `written`, the configured registries with their twins
+    /// (`Config::written`), or, with none configured, the caller's own as our last write
+    /// recorded it in `secret` (any private registry in `region` while none is recorded), with
+    /// its twin under `dual_stack`.
     pub fn of(
-        registries: &[RegistryHost],
+        written: &[RegistryHost],
         dual_stack: bool,
         region: Option<&str>,
         secret: Option<&Secret>,
     ) -> Self {
-        let mut hosts: Vec<RegistryHost> = registries.to_vec();
         let mut any_in_region = None;
-        if hosts.is_empty() {
+        let hosts = if written.is_empty() {
             // The caller's own registry: the account is only known from our last write.
             let recorded: Vec<RegistryHost> = secret
                 .map(crate::pull_secret::recorded_hosts)
@@ -53,25 +53,14 @@ impl Managed {
             if recorded.is_empty() {
                 any_in_region = region.map(str::to_owned);
             }
-            hosts = recorded;
-        }
-        if dual_stack {
-            // A partition without dual-stack has no twin to expect; a refresh refuses that
-            // configuration before it writes, so a check has nothing to add about it.
-            let twins: Vec<RegistryHost> = hosts
-                .iter()
-                .filter_map(|h| h.dual_stack_twin().ok().flatten())
-                .collect();
-            hosts.extend(twins);
-        }
-        let mut names: Vec<String> = Vec::new();
-        for h in hosts {
-            if !names.iter().any(|n| n == h.host()) {
-                names.push(h.host().to_owned());
-            }
-        }
+            // A partition without dual-stack has no twin to expect; a refresh refuses to
+            // write there (NoDualStack), so a check has nothing to add about it.
+            with_twins(recorded.clone(), dual_stack).unwrap_or(recorded)
+        } else {
+            written.to_vec()
+        };
         Self {
-            hosts: names,
+            hosts: hosts.iter().map(|h| h.host().to_owned()).collect(),
             any_in_region,
             dual_stack,
         }

@@ -22,7 +22,7 @@ use crate::pull_secret::{
 #[derive(Debug, Clone, Copy)]
 pub enum Registries<'a> {
     /// ECR_REFRESH_REGISTRIES, with their dual-stack twins under ECR_REFRESH_DUAL_STACK
-    /// (`ecr::with_twins`): exactly the hosts a write puts in `auths`.
+    /// (`registry::with_twins`, `Config::written`): exactly the hosts a write puts in `auths`.
     Configured(&'a [RegistryHost]),
     /// ECR_REFRESH_REGISTRIES empty: the caller's own registry in AWS_REGION. Only ECR's answer
     /// names its host (the account is the caller's), and a run where nothing is due asks ECR

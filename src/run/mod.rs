@@ -7,7 +7,6 @@ pub mod pages;
 pub mod reads;
 pub mod stop;
 
-use crate::aws::ecr;
 use crate::aws::registry::RegistryHost;
 use crate::config::Config;
 use crate::pull_secret::due::{Policy, Registries};
@@ -26,9 +25,7 @@ pub struct Rules<'a> {
 
 impl<'a> Rules<'a> {
     pub fn new(config: &'a Config, region: Option<String>) -> Self {
-        let written = ecr::with_twins(config.registries.clone(), config.dual_stack).expect(
-            "Config::from_env refuses DUAL_STACK for a configured registry without a dual-stack form",
-        );
+        let written = config.written.clone();
         let install = config.install.clone().or_else(Install::in_cluster);
         Self {
             config,
