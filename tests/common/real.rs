@@ -609,7 +609,8 @@ pub(crate) fn scrub(cp: &ControlPlane) {
     );
     let doomed = names("namespaces");
     if !doomed.is_empty() {
-        let mut args = vec!["delete", "namespaces", "--wait=false"];
+        // A namespace an earlier test deleted may finish going between the list and this.
+        let mut args = vec!["delete", "namespaces", "--wait=false", "--ignore-not-found"];
         args.extend(doomed.iter().map(String::as_str));
         admin(cp, &args, "");
         eventually("the deleted namespaces gone", || {
