@@ -16,7 +16,9 @@ use crate::cluster::names::ProjectName;
 use crate::cluster::retry::{self, RequestError};
 use crate::pull_secret::FIELD_MANAGER;
 use crate::pull_secret::due::Policy;
-use crate::pull_secret::write::{Read, Written, is_namespace_not_found, is_uid_field};
+use crate::pull_secret::write::{
+    Read, SkipReason, Written, is_namespace_not_found, is_namespace_terminating, is_uid_field,
+};
 use crate::report::Outcome;
 
 /// Reads, conflicts and deletions survived before the Secret is given up.
@@ -93,6 +95,22 @@ pub async fn write(
 ) -> Result<Written, ArgoError> {
     let name = desired.target.name.as_str();
     let mut deleted_uid: Option<String> = None;
+    // What our create sent, when its answer may have been lost (an earlier attempt of the POST
+    // failed): a Secret found holding exactly that is the one this run created.
+    let mut maybe_ours = None;
+    let created = |uid: Option<String>, deleted_uid: Option<String>| {
+        let outcome = match (desired.dry_run, &deleted_uid) {
+            (true, _) => Outcome::WouldCreate,
+            (false, Some(_)) => Outcome::Recreated,
+            (false, None) => Outcome::Created,
+        };
+        // A dry run's create stores nothing: its uid belongs to no Secret.
+        let uid = uid.filter(|_| !desired.dry_run);
+        Written {
+            expires_at: desired.expiry,
+            ..Written::new(outcome, deleted_uid, uid)
+        }
+    };
     let mut read = Some(first);
     for _ in 0..ATTEMPTS {
         let current = match read.take() {
@@ -107,28 +125,40 @@ pub async fn write(
                 field_manager: Some(FIELD_MANAGER.to_owned()),
             };
             let body = secret::body(desired, None, None);
-            match retry::send("create secret", || api.create(&params, &body)).await {
-                Ok(created) => {
-                    let outcome = match (desired.dry_run, &deleted_uid) {
-                        (true, _) => Outcome::WouldCreate,
-                        (false, Some(_)) => Outcome::Recreated,
-                        (false, None) => Outcome::Created,
-                    };
-                    // A dry run's create stores nothing: its uid belongs to no Secret.
-                    let uid = created.metadata.uid.filter(|_| !desired.dry_run);
-                    return Ok(Written {
-                        expires_at: desired.expiry,
-                        ..Written::new(outcome, deleted_uid, uid)
-                    });
+            let mut tries = 0;
+            let sent = retry::send("create secret", || {
+                tries += 1;
+                api.create(&params, &body)
+            })
+            .await;
+            match sent {
+                Ok(made) => return Ok(created(made.metadata.uid, deleted_uid)),
+                // Appeared since our read: read it, and apply over it, unless it is what our
+                // own earlier attempt stored.
+                Err(RequestError::Api(s)) if s.is_already_exists() => {
+                    maybe_ours = (tries > 1).then(|| body.data.clone());
+                    continue;
                 }
-                // Appeared since our read: read it, and apply over it.
-                Err(RequestError::Api(s)) if s.is_already_exists() => continue,
+                // A namespace being deleted takes its Secrets with it: nothing to write.
+                Err(RequestError::Api(s)) if is_namespace_terminating(&s) => {
+                    return Ok(Written::skipped(SkipReason::NamespaceTerminating));
+                }
                 Err(RequestError::Api(s)) if is_namespace_not_found(&s) => {
                     return Err(ArgoError::NoNamespace);
                 }
                 Err(e) => return Err(ArgoError::request("create", e)),
             }
         };
+        if let Some(sent) = maybe_ours.take()
+            && current.data == sent
+        {
+            // The password in it is this run's: no one else could have written it.
+            debug!(
+                secret = name,
+                "our create's answer was lost; the Argo CD Secret found is the one it created"
+            );
+            return Ok(created(current.metadata.uid, deleted_uid));
+        }
         secret::can_write(&current, desired.target.kind)?;
         let uid = current.metadata.uid.clone();
         let body = secret::body(

@@ -658,7 +658,8 @@ pub fn is_namespace_not_found(s: &kube::core::Status) -> bool {
     s.is_not_found() && s.details.as_ref().is_some_and(|d| d.kind == "namespaces")
 }
 
-fn is_namespace_terminating(s: &kube::core::Status) -> bool {
+/// A create refused because the namespace is being deleted.
+pub fn is_namespace_terminating(s: &kube::core::Status) -> bool {
     s.is_forbidden()
         && s.details
             .as_ref()

@@ -16,7 +16,7 @@ use crate::argocd::write::{self, ArgoError};
 use crate::argocd::{self as argo, ArgoCd, Target};
 use crate::aws::registry::RegistryHost;
 use crate::pull_secret::due::Decision;
-use crate::pull_secret::write::Written;
+use crate::pull_secret::write::{SkipReason, Written};
 use crate::report::{Outcome, Report};
 
 use super::Shared;
@@ -136,6 +136,7 @@ fn log_written(namespace: &str, target: &Target, argocd: &ArgoCd, w: &Written) {
         Outcome::Fresh => "Argo CD Secret is fresh: not due, not written",
         Outcome::Skipped | Outcome::Failed => "Argo CD Secret not written",
     };
+    let reason = w.reason.map(SkipReason::as_str);
     let rfc3339 =
         |t: Option<SystemTime>| t.map(|t| humantime::format_rfc3339_seconds(t).to_string());
     let (expires_at, due_at) = (rfc3339(w.expires_at), rfc3339(w.due_at));
@@ -150,6 +151,7 @@ fn log_written(namespace: &str, target: &Target, argocd: &ArgoCd, w: &Written) {
         outcome,
         uid_before,
         uid_after,
+        reason,
         due,
         expires_at,
         due_at,

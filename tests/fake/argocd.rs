@@ -6,7 +6,7 @@
 use crate::common;
 
 use common::*;
-use fake_cluster::Resource;
+use fake_cluster::{Fault, Resource};
 use serde_json::{Value, json};
 
 const ARGOCD: &str = "argocd";
@@ -634,4 +634,48 @@ fn the_project_scopes_the_repository_secret_and_never_the_repo_creds() {
         Some(FIRST_NAME),
         "repo-creds serve every project"
     );
+}
+
+/// The pull Secret's safeguard, now the Argo CD Secret's too (issue 52): a create whose answer
+/// was lost (stored, unheard) is this run's create, not a Secret to apply over.
+#[test]
+fn an_argo_cd_create_whose_answer_was_lost_is_reported_created_not_updated() {
+    let h = Harness::new();
+    h.namespaces(&["app", ARGOCD]);
+    h.cluster
+        .add_fault(Fault::lose_answer("POST", &format!("/namespaces/{ARGOCD}/secrets$")).times(1));
+    let vars = on(REGISTRY);
+
+    let run = h.run(&env(&vars, &[]));
+
+    run.expect_code(0);
+    let l = line(&run, FIRST_NAME);
+    assert_eq!(l["outcome"], "created", "{l}");
+    let secret = argo_secret(&h, FIRST_NAME).expect("created");
+    assert_eq!(l["uid_after"], uid(&secret));
+    assert_eq!(
+        h.cluster
+            .history(Resource::Secrets, ARGOCD, FIRST_NAME)
+            .len(),
+        1,
+        "written once: our create, nothing applied over it"
+    );
+}
+
+/// The pull Secret's other safeguard (issue 52): an Argo CD namespace being deleted is skipped
+/// with that reason, not a failure.
+#[test]
+fn an_argo_cd_namespace_being_deleted_is_skipped_with_that_reason() {
+    let h = Harness::new();
+    h.namespaces(&["app"]);
+    h.cluster.add_terminating_namespace(ARGOCD);
+    let vars = on(REGISTRY);
+
+    let run = h.run(&env(&vars, &[]));
+
+    run.expect_code(0);
+    let l = line(&run, FIRST_NAME);
+    assert_eq!(l["outcome"], "skipped", "{l}");
+    assert_eq!(l["reason"], "namespace is terminating", "{l}");
+    assert!(argo_secret(&h, FIRST_NAME).is_none());
 }
