@@ -98,19 +98,8 @@ pub async fn write(
     // What our create sent, when its answer may have been lost (an earlier attempt of the POST
     // failed): a Secret found holding exactly that is the one this run created.
     let mut maybe_ours = None;
-    let created = |uid: Option<String>, deleted_uid: Option<String>| {
-        let outcome = match (desired.dry_run, &deleted_uid) {
-            (true, _) => Outcome::WouldCreate,
-            (false, Some(_)) => Outcome::Recreated,
-            (false, None) => Outcome::Created,
-        };
-        // A dry run's create stores nothing: its uid belongs to no Secret.
-        let uid = uid.filter(|_| !desired.dry_run);
-        Written {
-            expires_at: desired.expiry,
-            ..Written::new(outcome, deleted_uid, uid)
-        }
-    };
+    let created =
+        |uid, deleted_uid| Written::created(desired.dry_run, uid, deleted_uid, desired.expiry);
     let mut read = Some(first);
     for _ in 0..ATTEMPTS {
         let current = match read.take() {

@@ -118,6 +118,26 @@ impl Written {
         }
     }
 
+    /// What our create came to: `uid` is the created Secret's, `deleted_uid` the one deleted
+    /// between our read and our write (then it was `recreated`). A dry run's create stores
+    /// nothing: the uid in its answer belongs to no Secret.
+    pub fn created(
+        dry_run: bool,
+        uid: Option<String>,
+        deleted_uid: Option<String>,
+        expires_at: Option<SystemTime>,
+    ) -> Self {
+        let outcome = match (dry_run, &deleted_uid) {
+            (true, _) => Outcome::WouldCreate,
+            (false, Some(_)) => Outcome::Recreated,
+            (false, None) => Outcome::Created,
+        };
+        Self {
+            expires_at,
+            ..Self::new(outcome, deleted_uid, uid.filter(|_| !dry_run))
+        }
+    }
+
     /// Not due: left as it is, uid unchanged.
     pub fn fresh(uid: Option<String>, expires_at: SystemTime, due_at: SystemTime) -> Self {
         Self {
@@ -299,19 +319,8 @@ pub async fn write(
     // What our create sent, when its answer may have been lost (an earlier attempt of the POST
     // failed): a Secret found holding exactly that is the one this run created.
     let mut maybe_ours: Option<Vec<u8>> = None;
-    let created = |uid: Option<String>, deleted_uid: Option<String>| {
-        let outcome = match (desired.dry_run, &deleted_uid) {
-            (true, _) => Outcome::WouldCreate,
-            (false, Some(_)) => Outcome::Recreated,
-            (false, None) => Outcome::Created,
-        };
-        // A dry run's create stores nothing: the uid in its answer belongs to no Secret.
-        let uid = uid.filter(|_| !desired.dry_run);
-        Written {
-            expires_at: desired.expiry,
-            ..Written::new(outcome, deleted_uid, uid)
-        }
-    };
+    let created =
+        |uid, deleted_uid| Written::created(desired.dry_run, uid, deleted_uid, desired.expiry);
     let mut read = Some(first);
     for _ in 0..ATTEMPTS {
         let current = match read.take() {
