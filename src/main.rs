@@ -8,8 +8,8 @@ use std::str::FromStr;
 use ecr_refresh::cli::{self, Command};
 use ecr_refresh::config::{Config, Mode};
 use ecr_refresh::logging::LogFormat;
-use ecr_refresh::report::{exit, termination_error};
-use ecr_refresh::termination::write_termination_message_now;
+use ecr_refresh::report::exit;
+use ecr_refresh::termination::{error_message, write_termination_message_now};
 use ecr_refresh::{check, logging, refresh, run, uninstall};
 
 fn main() -> ExitCode {
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
             let path = std::env::var_os("ECR_REFRESH_TERMINATION_LOG").filter(|p| !p.is_empty());
             write_termination_message_now(
                 path.as_deref().map(Path::new),
-                &termination_error(exit::CONFIG, &e.to_string()),
+                &error_message(exit::CONFIG, &e.to_string()),
             );
             return ExitCode::from(exit::CONFIG);
         }

@@ -2,7 +2,6 @@
 //! labels of ECR_REFRESH_PUSHGATEWAY_LABELS), so a check never replaces a refresh's metrics.
 //! Every push replaces the group: a check's answer is whole each time.
 
-use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -14,6 +13,7 @@ use prometheus_client::registry::Registry;
 use super::Tally;
 use super::findings::KINDS;
 use crate::config::pushgateway::Pushgateway;
+use crate::metrics::gauge;
 
 /// The check's job on the Pushgateway.
 pub(super) const JOB: &str = "ecr-refresh-check";
@@ -21,12 +21,6 @@ pub(super) const JOB: &str = "ecr-refresh-check";
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: &'static str,
-}
-
-fn gauge(registry: &mut Registry, name: &str, help: &str, value: f64) {
-    let g: Gauge<f64, AtomicU64> = Gauge::default();
-    g.set(value);
-    registry.register(name, help, g);
 }
 
 fn count(n: usize) -> i64 {
@@ -103,7 +97,7 @@ pub(super) async fn push(
     certificate_expiry: Option<SystemTime>,
 ) {
     let body = encode_check(exit_code, duration, tally, certificate_expiry);
-    crate::metrics::push_encoded(&gateway.group_url_for(JOB), true, body).await;
+    crate::metrics::push(&gateway.group_url_for(JOB), true, body).await;
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! written (no Secret, no ServiceAccount, no Event) and no ECR token is fetched.
 //!
 //! Per namespace it sends: a GET of the Secret (none when the run reads every Secret in one
-//! list: run::reads), a LIST of the pods that are not finished
+//! list: cluster::reads), a LIST of the pods that are not finished
 //! (`status.phase` neither Succeeded nor Failed; one request per 500 pods), and a GET of each
 //! ServiceAccount that pods using ECR run as without listing the Secret themselves. With
 //! ECR_REFRESH_VERIFY_LOGIN=true, one HEAD of a manifest per registry host and stored
@@ -28,6 +28,7 @@ use tracing::{info, warn};
 use crate::aws::credentials::roles_anywhere::{certificate_expiry, session};
 use crate::aws::sdk;
 use crate::cluster::client;
+use crate::cluster::reads::{Read, Reads, Work};
 use crate::cluster::retry::{self, RequestError};
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
@@ -35,8 +36,8 @@ use crate::report::exit;
 use crate::run::Rules;
 use crate::run::end::{Finished, NOTHING_SELECTED, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
-use crate::run::reads::{Read, Reads, Work};
 use crate::run::stop::Stop;
+use crate::termination;
 pub use findings::{Finding, Group};
 use findings::{SecretState, secret_findings};
 use login::Logins;
@@ -45,7 +46,6 @@ use pods::{Account, Context, Managed};
 /// How the log line and the termination message call a namespace with nothing found.
 const OK: &str = "ok";
 const FINDINGS: &str = "findings";
-const TERMINATION_MESSAGE_LIMIT: usize = 4096;
 
 /// What one namespace came to.
 struct Checked {
@@ -99,8 +99,7 @@ impl Tally {
     /// The summary as compact JSON under the kubelet's 4096 bytes: the counts always, then as
     /// many namespaces with findings as fit.
     pub fn termination_message(&self, elapsed_ms: u64) -> String {
-        let mut listed: Vec<&str> = self.with_findings.iter().map(String::as_str).collect();
-        loop {
+        termination::fit([&self.with_findings], |[listed]| {
             let mut message = serde_json::json!({
                 "mode": "check",
                 "exit_code": self.exit_code(),
@@ -121,13 +120,8 @@ impl Tally {
                 message["argocd"] = serde_json::json!(self.argocd);
                 message["argocd_with_findings"] = serde_json::json!(self.argocd_with_findings);
             }
-            let message = message.to_string();
-            if message.len() < TERMINATION_MESSAGE_LIMIT || listed.is_empty() {
-                return message;
-            }
-            let keep = listed.len() * (TERMINATION_MESSAGE_LIMIT - 512) / message.len();
-            listed.truncate(keep.min(listed.len() - 1));
-        }
+            message.to_string()
+        })
     }
 }
 

@@ -1,5 +1,6 @@
 //! The Kubernetes side: the API client and its retry, namespace selection, the lists of one name
-//! in every namespace, object names, Events, pods.
+//! in every namespace and how a run reads its Secrets through them (`reads`), object names,
+//! Events, pods.
 
 pub mod by_name;
 pub mod client;
@@ -7,6 +8,7 @@ pub mod events;
 pub mod names;
 pub mod namespaces;
 pub mod pods;
+pub mod reads;
 pub mod retry;
 pub mod selection;
 pub mod whoami;

@@ -11,13 +11,14 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use tracing::{Level, error, info};
 
+use super::report::Report;
 use crate::argocd::secret::Desired;
 use crate::argocd::write::{self, ArgoError};
 use crate::argocd::{self as argo, ArgoCd, Target};
 use crate::aws::registry::RegistryHost;
 use crate::pull_secret::due::Decision;
 use crate::pull_secret::write::{SkipReason, Written};
-use crate::report::{Outcome, Report};
+use crate::report::Outcome;
 
 use super::Shared;
 use super::tokens::TokenError;

@@ -4,9 +4,10 @@ use std::time::SystemTime;
 
 use tracing::{Level, error, warn};
 
+use super::report::{Report, Summary};
 use crate::config::Config;
 use crate::pull_secret::write::{SkipReason, Written};
-use crate::report::{AccountOutcome, Outcome, Report, Summary, exit};
+use crate::report::{AccountOutcome, Outcome, exit};
 use crate::run::end::NOTHING_SELECTED;
 
 pub(super) fn log_left_undone(namespace: &str, secret: &str, reason: &str) {

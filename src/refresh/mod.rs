@@ -1,11 +1,13 @@
 //! One run: the cluster, then every selected namespace, ECR_REFRESH_CONCURRENCY at a time, as
-//! the namespace pages arrive: each Secret is read (one list for all, or a GET each: run::reads),
+//! the namespace pages arrive: each Secret is read (one list for all, or a GET each: cluster::reads),
 //! and written only if it is due, with tokens
 //! fetched when the first namespace turns out to be due. Then the summary and the exit code.
 
 mod argocd;
 mod install_name;
 mod lines;
+pub mod metrics;
+pub mod report;
 mod tokens;
 
 use std::collections::BTreeMap;
@@ -21,23 +23,23 @@ use tracing::{error, info, warn};
 
 use crate::aws::credentials::roles_anywhere::certificate_expiry;
 use crate::cluster::namespaces::Origin;
+use crate::cluster::reads::{Read, Reads, Work};
 use crate::cluster::{client, events};
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
 use crate::evict::Evictor;
-use crate::metrics;
 use crate::pull_secret::due::{self, Decision, Policy};
 use crate::pull_secret::service_accounts;
 use crate::pull_secret::write::{self, SecretError, SkipReason, Written};
-use crate::report::{AccountOutcome, Evictions, Outcome, Report, Summary};
+use crate::report::{AccountOutcome, Evictions, Outcome};
 use crate::run::Rules;
 use crate::run::end::{Finished, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
-use crate::run::reads::{Read, Reads, Work};
 use crate::run::stop::SHUTDOWN_GRACE;
 use crate::run::stop::Stop;
 use install_name::InstallName;
 use lines::{log_dropped, log_left_undone, log_summary, log_written};
+use report::{Report, Summary};
 use tokens::{TokenError, Tokens};
 
 /// What a run came to, for its end.

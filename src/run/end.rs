@@ -11,8 +11,8 @@ use crate::cluster::client::ClusterError;
 use crate::cluster::namespaces::NamespaceError;
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
-use crate::report::{exit, termination_error};
-use crate::termination::write_termination_message;
+use crate::report::exit;
+use crate::termination::{error_message, write_termination_message};
 
 /// The summary's message when the selection matched no namespace, in either mode.
 pub const NOTHING_SELECTED: &str = "no namespace was selected, so nothing was done: check ECR_REFRESH_NAMESPACES, \
@@ -130,7 +130,7 @@ pub async fn end<F: Finished>(
         Err(e) => {
             e.log(nothing_done);
             let code = e.exit_code();
-            (code, termination_error(code, &e.to_string()), None)
+            (code, error_message(code, &e.to_string()), None)
         }
     };
     write_termination_message(config.termination_log.as_deref(), &message).await;

@@ -8,8 +8,8 @@ use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 use tracing::{error, warn};
 
-use super::reads::{Reads, Work};
 use super::stop::Stop;
+use crate::cluster::reads::{Reads, Work};
 
 /// What became of one selected namespace.
 pub enum Visit<T> {

@@ -384,7 +384,7 @@ fn a_run_fails_when_the_binding_is_missing_or_names_another_subject() {
         let run = h.run(&as_env(&env));
 
         assert_eq!(run.code, 3, "{case}:\n{}{}", run.stdout, run.stderr);
-        // The two lists go out side by side (run::reads), in either order.
+        // The two lists go out side by side (cluster::reads), in either order.
         let mut refused = refused(&h);
         refused.sort();
         assert_eq!(

@@ -13,8 +13,9 @@ use ecr_refresh::aws::registry::host_forms;
 use ecr_refresh::cli::{EXIT_CODES, OTHER_VARIABLES};
 use ecr_refresh::cluster::events;
 use ecr_refresh::config::VARIABLES;
-use ecr_refresh::metrics::{RunEnd, encode};
-use ecr_refresh::report::{AccountOutcome, Evictions, Outcome, PodOutcome, Report};
+use ecr_refresh::refresh::metrics::{RunEnd, encode};
+use ecr_refresh::refresh::report::Report;
+use ecr_refresh::report::{AccountOutcome, Evictions, Outcome, PodOutcome};
 
 /// Renders one page's generated part.
 type Render = fn() -> String;
@@ -114,7 +115,7 @@ fn outcomes() -> String {
     out
 }
 
-/// Every metric a refresh can push, read from what `metrics::encode` writes for a run that
+/// Every metric a refresh can push, read from what `refresh::metrics::encode` writes for a run that
 /// succeeded with a report, a token and a Roles Anywhere certificate: its name, type and help,
 /// in the order it is written.
 fn metrics() -> String {
