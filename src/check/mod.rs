@@ -191,9 +191,10 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
         Visit::Done(checked) => record(tally, checked),
         Visit::Undone(_) | Visit::Abandoned(_) => tally.unchecked += 1,
     };
-    let (mut tally, listing_incomplete) =
-        match each_namespace(pages, first, driver, visit, count, Tally::default()).await {
-            Ok(done) => done,
+    let mut tally = Tally::default();
+    let listing_incomplete =
+        match each_namespace(pages, first, driver, visit, count, &mut tally).await {
+            Ok(incomplete) => incomplete,
             Err(never) => match never {},
         };
     tally.listing_incomplete = listing_incomplete;

@@ -29,11 +29,13 @@ enum NotDone {
 }
 
 /// Every Argo CD Secret, one after the other (a handful: one per private registry), then a
-/// line for each registry this run dropped from the pull Secrets whose Argo CD Secret is left.
+/// line for each registry this run dropped from the pull Secrets (`dropped`) whose Argo CD
+/// Secret is left.
 pub(super) async fn refresh(
     shared: &Shared<'_>,
     argocd: &ArgoCd,
     report: &mut Report,
+    dropped: &BTreeSet<String>,
 ) -> Result<(), Arc<TokenError>> {
     let namespace = argocd.namespace.as_str();
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
@@ -57,12 +59,7 @@ pub(super) async fn refresh(
             }
         }
     }
-    let dropped = shared
-        .dropped_registries
-        .lock()
-        .map(|d| d.keys().cloned().collect())
-        .unwrap_or_default();
-    log_left_alone(shared, argocd, &dropped);
+    log_left_alone(shared, argocd, dropped);
     Ok(())
 }
 

@@ -10,7 +10,7 @@ pub mod metrics;
 pub mod report;
 mod tokens;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -118,17 +118,52 @@ struct Shared<'a> {
     tokens: &'a Tokens<'a>,
     stop: &'a Stop,
     events: &'a events::Events,
-    /// `namespace/account` of every ServiceAccount given the Secret so far.
-    accounts_added: std::sync::Mutex<Vec<String>>,
+}
+
+/// What the namespaces came to: the report, and what the steps after them need, gathered
+/// from each namespace's `Done`.
+#[derive(Default)]
+struct Namespaces {
+    report: Report,
+    /// `namespace/account` of every ServiceAccount given the Secret: named in the exit-3
+    /// message when the tokens then fail.
+    accounts_added: Vec<String>,
     /// Registries whose entries a write removed (no longer configured), with the number of
     /// namespaces they left: the log says so once each, and their Argo CD Secrets are left alone.
-    dropped_registries: std::sync::Mutex<BTreeMap<String, usize>>,
+    dropped_registries: BTreeMap<String, usize>,
     /// The namespaces whose Secret stands after the run (written, or fresh): where
     /// ECR_REFRESH_EVICT_STUCK_PODS looks for stuck pods.
-    standing: std::sync::Mutex<Vec<String>>,
+    standing: Vec<String>,
     /// (namespace, account) of every ServiceAccount a dry run would have given the Secret:
     /// its eviction preview judges them as listing it, as the real run would.
-    would_add: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
+    would_add: BTreeSet<(String, String)>,
+}
+
+impl Namespaces {
+    /// One namespace's `Done`.
+    fn record(&mut self, done: Done) {
+        let report = &mut self.report;
+        report.record(&done.namespace, done.outcome, &done.accounts);
+        report.record_expiry(done.expires_at);
+        report.unknown += usize::from(done.unknown);
+        self.accounts_added.extend(
+            done.added
+                .iter()
+                .map(|account| format!("{}/{account}", done.namespace)),
+        );
+        for host in done.dropped {
+            *self.dropped_registries.entry(host).or_default() += 1;
+        }
+        for account in done.would_add {
+            self.would_add.insert((done.namespace.clone(), account));
+        }
+        if done.standing {
+            self.standing.push(done.namespace.clone());
+        }
+        if done.reason == Some(SkipReason::NamespaceNotFound) {
+            report.not_found.push(done.namespace);
+        }
+    }
 }
 
 /// The cluster and the first namespace page, then every namespace.
@@ -159,55 +194,31 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         tokens: &tokens,
         stop: &stop,
         events: &events,
-        accounts_added: std::sync::Mutex::default(),
-        dropped_registries: std::sync::Mutex::default(),
-        standing: std::sync::Mutex::default(),
-        would_add: std::sync::Mutex::default(),
     };
-    let mut report = refresh_all(&shared, prepared.pages, prepared.first).await;
-    log_dropped(
-        &shared
-            .dropped_registries
-            .lock()
-            .map(|d| d.clone())
-            .unwrap_or_default(),
-        config.dry_run,
-    );
+    let mut done = Namespaces::default();
+    let mut finished = refresh_all(&shared, prepared.pages, prepared.first, &mut done).await;
+    log_dropped(&done.dropped_registries, config.dry_run);
     // The Argo CD Secrets, from the same tokens: fetched already if a namespace was due.
-    if let (Ok(done), Some(argo)) = (&mut report, &config.argocd)
-        && let Err(e) = argocd::refresh(&shared, argo, done).await
-    {
-        report = Err(e);
+    if let (Ok(()), Some(argo)) = (&finished, &config.argocd) {
+        let dropped = done.dropped_registries.keys().cloned().collect();
+        finished = argocd::refresh(&shared, argo, &mut done.report, &dropped).await;
     }
     // Failures past the Events' limit are counted, even if the tokens then failed the run.
     events.summarize().await;
-    let report = report.map_err(|error| {
-        let mut added = shared
-            .accounts_added
-            .lock()
-            .map(|mut a| std::mem::take(&mut *a))
-            .unwrap_or_default();
+    if let Err(error) = finished {
+        let mut added = done.accounts_added;
         added.sort();
-        Unavailable::Tokens {
+        return Err(Unavailable::Tokens {
             error,
             accounts_added: added,
-        }
-    })?;
-    let mut report = report;
+        });
+    }
+    let mut report = done.report;
     if let Some(limit) = config.evict_stuck_pods {
-        let mut namespaces = shared
-            .standing
-            .lock()
-            .map(|mut n| std::mem::take(&mut *n))
-            .unwrap_or_default();
+        let mut namespaces = done.standing;
         namespaces.sort();
-        let would_add = shared
-            .would_add
-            .lock()
-            .map(|mut a| std::mem::take(&mut *a))
-            .unwrap_or_default();
         report.evictions =
-            Some(evict_stuck_pods(config, region, limit, &namespaces, would_add, &stop).await);
+            Some(evict_stuck_pods(config, region, limit, &namespaces, done.would_add, &stop).await);
     }
     // No token fetched (nothing was due): no registries or expiry to report.
     let summary = tokens
@@ -228,7 +239,7 @@ async fn evict_stuck_pods(
     region: Option<String>,
     limit: usize,
     namespaces: &[String],
-    would_add: std::collections::BTreeSet<(String, String)>,
+    would_add: BTreeSet<(String, String)>,
     stop: &Stop,
 ) -> Evictions {
     let client = match client::connect_without_throttle_retries().await {
@@ -286,13 +297,15 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
     })
 }
 
-/// Every selected namespace, streamed from the list pages into the writers. Ends at once,
-/// with the error, if the tokens cannot be had: nothing has been written then, and nothing is.
+/// Every selected namespace, streamed from the list pages into the writers, each one's `Done`
+/// recorded in `done`. Ends at once, with the error, if the tokens cannot be had: nothing has
+/// been written then, and nothing is; `done` holds the namespaces finished before it.
 async fn refresh_all(
     shared: &Shared<'_>,
     pages: Reads<'_>,
     first: Vec<Work>,
-) -> Result<Report, Arc<TokenError>> {
+    done: &mut Namespaces,
+) -> Result<(), Arc<TokenError>> {
     let config = shared.config;
     let secret = config.secret_name.as_str();
     let driver = Driver {
@@ -300,7 +313,7 @@ async fn refresh_all(
         concurrency: config.concurrency,
         done: "refreshed",
     };
-    let record = |report: &mut Report, visit: Visit<Done>| {
+    let record = |namespaces: &mut Namespaces, visit: Visit<Done>| {
         let done = match visit {
             Visit::Done(done) => done,
             Visit::Undone(namespace) => {
@@ -318,22 +331,16 @@ async fn refresh_all(
                 Done::failed(namespace)
             }
         };
-        report.record(&done.namespace, done.outcome, &done.accounts);
-        report.record_expiry(done.expires_at);
-        report.unknown += usize::from(done.unknown);
-        if done.reason == Some(SkipReason::NamespaceNotFound) {
-            report.not_found.push(done.namespace);
-        }
+        namespaces.record(done);
     };
     // A token failure drops the list and every namespace in flight: none of them can have
     // written, since a write needs the tokens.
     let visit = |work| refresh_namespace(shared, work);
-    let (mut report, listing_incomplete) =
-        each_namespace(pages, first, driver, visit, record, Report::default()).await?;
-    report.listing_incomplete = listing_incomplete;
+    let listing_incomplete = each_namespace(pages, first, driver, visit, record, done).await?;
+    done.report.listing_incomplete = listing_incomplete;
     // In name order, not the order the writes happened to finish in.
-    report.not_found.sort();
-    Ok(report)
+    done.report.not_found.sort();
+    Ok(())
 }
 
 /// What one namespace came to, for the report.
@@ -348,6 +355,14 @@ struct Done {
     expires_at: Option<SystemTime>,
     /// Its Secret was never read (or its write was abandoned): what it holds is not known.
     unknown: bool,
+    /// The ServiceAccounts given the Secret.
+    added: Vec<String>,
+    /// The ServiceAccounts a dry run would have given it.
+    would_add: Vec<String>,
+    /// The registries whose entries its write removed (no longer configured).
+    dropped: Vec<String>,
+    /// Its Secret stands after the run (written, or fresh).
+    standing: bool,
 }
 
 impl Done {
@@ -360,6 +375,10 @@ impl Done {
             reason: None,
             expires_at: None,
             unknown: true,
+            added: Vec::new(),
+            would_add: Vec::new(),
+            dropped: Vec::new(),
+            standing: false,
         }
     }
 
@@ -515,14 +534,8 @@ async fn write_namespace(
             });
         }
     };
-    if !written.dropped_entries.is_empty()
-        && let Ok(mut dropped) = shared.dropped_registries.lock()
-    {
-        for host in &written.dropped_entries {
-            *dropped.entry(host.clone()).or_default() += 1;
-        }
-    }
     let mut accounts = Vec::new();
+    let (mut added, mut would_add) = (Vec::new(), Vec::new());
     let mut account_notes = Vec::new();
     let mut account_errors = Vec::new();
     // A fresh Secret's ServiceAccounts are checked too (a read each): one created since the
@@ -543,15 +556,10 @@ async fn write_namespace(
                     AccountOutcome::Failed
                 }
             };
-            if outcome == AccountOutcome::Added
-                && let Ok(mut added) = shared.accounts_added.lock()
-            {
-                added.push(format!("{namespace}/{account}"));
-            }
-            if outcome == AccountOutcome::WouldAdd
-                && let Ok(mut would_add) = shared.would_add.lock()
-            {
-                would_add.insert((namespace.to_owned(), account.as_str().to_owned()));
+            match outcome {
+                AccountOutcome::Added => added.push(account.as_str().to_owned()),
+                AccountOutcome::WouldAdd => would_add.push(account.as_str().to_owned()),
+                _ => {}
             }
             accounts.push(outcome);
             account_notes.push(format!("{account}:{}", outcome.as_str()));
@@ -564,11 +572,6 @@ async fn write_namespace(
         &account_notes.join(","),
         &account_errors.join("; "),
     );
-    if written.outcome != Outcome::Skipped
-        && let Ok(mut standing) = shared.standing.lock()
-    {
-        standing.push(namespace.to_owned());
-    }
     if !account_errors.is_empty() {
         let failure = events::Failure {
             namespace,
@@ -589,5 +592,9 @@ async fn write_namespace(
         reason: written.reason,
         expires_at: written.expires_at,
         unknown: false,
+        added,
+        would_add,
+        standing: written.outcome != Outcome::Skipped,
+        dropped: written.dropped_entries,
     })
 }

@@ -32,16 +32,17 @@ pub struct Driver<'a> {
 }
 
 /// Every namespace of `first` and the batches after it, through `visit`, each result handed to
-/// `record`. Ends at once with `visit`'s error, dropping what is in flight. Returns the
-/// record, and whether the namespace list was incomplete.
+/// `record` into `recorded`. Ends at once with `visit`'s error, dropping what is in flight;
+/// `recorded` then holds what the namespaces finished before it came to. Returns whether the
+/// namespace list was incomplete.
 pub async fn each_namespace<T, E, R, F, Fut>(
     mut pages: Reads<'_>,
     first: Vec<Work>,
     driver: Driver<'_>,
     visit: F,
     mut record: impl FnMut(&mut R, Visit<T>),
-    mut recorded: R,
-) -> Result<(R, bool), E>
+    recorded: &mut R,
+) -> Result<bool, E>
 where
     F: Fn(Work) -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -102,7 +103,7 @@ where
     };
 
     let record_ = &mut record;
-    let recorded_ = &mut recorded;
+    let recorded_ = &mut *recorded;
     let consumer = async move {
         let mut visits = rx
             .map(|work| async {
@@ -124,7 +125,7 @@ where
 
     let ((undone, listing_incomplete), ()) = futures::try_join!(producer, consumer)?;
     for namespace in undone {
-        record(&mut recorded, Visit::Undone(namespace));
+        record(recorded, Visit::Undone(namespace));
     }
-    Ok((recorded, listing_incomplete))
+    Ok(listing_incomplete)
 }
