@@ -2,6 +2,8 @@
 //! exit codes, the registry host forms, the log outcomes, the metrics and the Event reasons.
 //! Each page's generated part stands between two markers; this test renders it again and fails
 //! on any difference. `UPDATE_DOCS=1 cargo test --test fake reference` rewrites the pages instead.
+//! The log page's field names (docs/src/log.md, "Field names") are checked against the field
+//! names of every log line under src/: one spelling per field, each listed, none stale.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -276,4 +278,224 @@ fn a_page_naming_the_published_image_or_chart_shows_the_pre_release_path_beside_
         }
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+/// The macros a log line is written with (`tracing`'s), bare or as `tracing::…!`.
+const LOG_MACROS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "event"];
+
+/// The source with its comments left out, each string literal as `""` and each char literal as
+/// `CHAR`: what is left can be split at commas and parentheses.
+fn code_only(source: &str) -> String {
+    let s: Vec<char> = source.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        let after_ident = i > 0 && (s[i - 1].is_alphanumeric() || s[i - 1] == '_');
+        if c == '/' && s.get(i + 1) == Some(&'/') {
+            while i < s.len() && s[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && s.get(i + 1) == Some(&'*') {
+            i += 2;
+            while i + 1 < s.len() && !(s[i] == '*' && s[i + 1] == '/') {
+                i += 1;
+            }
+            i += 2;
+        } else if c == 'r' && !after_ident && s[i + 1..].iter().find(|&&c| c != '#') == Some(&'"') {
+            // A raw string: r"…", r#"…"#.
+            let hashes = s[i + 1..].iter().take_while(|&&c| c == '#').count();
+            let close: Vec<char> = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            i += 2 + hashes;
+            while !s[i..].starts_with(&close) {
+                i += 1;
+            }
+            i += close.len();
+            out.push_str("\"\"");
+        } else if c == '"' {
+            i += 1;
+            while s[i] != '"' {
+                i += if s[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' && s.get(i + 1) == Some(&'\\') {
+            i += 2;
+            while s[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+            out.push_str("CHAR");
+        } else if c == '\'' && s.get(i + 2) == Some(&'\'') {
+            i += 3;
+            out.push_str("CHAR");
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// A log macro's argument as a field's name: `name`, `%name`, `?name`, `name = value`,
+/// `name = %value`, `name = ?value` (a dotted name whole). None for anything else: the level of
+/// `event!`, `target: …`, `Level::INFO`.
+fn field_name(argument: &str) -> Option<&str> {
+    let argument = argument.trim();
+    let shorthand = argument.trim_start_matches(['%', '?']);
+    let end = shorthand
+        .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.'))
+        .unwrap_or(shorthand.len());
+    let (name, rest) = shorthand.split_at(end);
+    let rest = rest.trim_start();
+    let named = rest.starts_with('=') && !rest.starts_with("==");
+    let is_name = name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_');
+    match (is_name, rest.is_empty(), named) {
+        (true, true, _) => Some(name),
+        (true, false, true) if shorthand.len() == argument.len() => Some(name),
+        _ => None,
+    }
+}
+
+/// The field names of every log macro call in `source`: its arguments up to the message (the
+/// first string literal).
+fn fields_in(source: &str) -> Vec<String> {
+    let code = code_only(source);
+    let mut fields = Vec::new();
+    for (at, _) in code.match_indices("!(") {
+        let before = &code[..at];
+        let Some(name) = LOG_MACROS.iter().find(|m| before.ends_with(*m)) else {
+            continue;
+        };
+        let path = &before[..before.len() - name.len()];
+        let bare = !path.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':');
+        if !(bare || path.ends_with("tracing::")) {
+            continue;
+        }
+        let mut depth = 0;
+        let mut argument = String::new();
+        let mut arguments = Vec::new();
+        for c in code[at + 1..].chars() {
+            match c {
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 || (depth == 1 && c == ',') {
+                arguments.push(std::mem::take(&mut argument));
+                if depth == 0 {
+                    break;
+                }
+            } else if !(depth == 1 && c == '(') {
+                argument.push(c);
+            }
+        }
+        for argument in arguments {
+            if argument.trim_start().starts_with('"') {
+                break;
+            }
+            if let Some(name) = field_name(&argument) {
+                fields.push(name.to_owned());
+            }
+        }
+    }
+    fields
+}
+
+/// Every field name the code's log lines carry, with the files it is in.
+fn logged_fields() -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    let mut dirs = vec![root.join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("src/ is readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let source = std::fs::read_to_string(&path).expect("a source file");
+                let file = path.strip_prefix(root).expect("under the crate").display();
+                for field in fields_in(&source) {
+                    found.entry(field).or_default().insert(file.to_string());
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The fields docs/src/log.md lists: the first column of the table under "## Field names".
+fn listed_fields(page: &str) -> Vec<String> {
+    let (_, section) = page
+        .split_once("\n## Field names\n")
+        .expect("docs/src/log.md has a section ## Field names");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`'))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[test]
+fn the_log_field_reader_finds_every_spelling_of_a_field() {
+    let source = r#"
+        info!(namespace, %error, ?value, secret = name.as_str(), outcome = %o, "a {x}, y", x = z);
+        tracing::warn!(registry = f(a, b), // a comment, with "a quote" and a ' tick
+            count = n == 1, "m");
+        tracing::event!($level, a.b = 1, "{message}");
+        event!(Level::ERROR, target: "t", c = ')', d = '\'', "m", e = 1);
+        let e = anyhow::error!("not a log line: {}", x = 1); some_info!(nope = 1, "m");
+        #[error("{x}")] E { x: String },
+        debug!(r"raw, string" , late = 1);
+    "#;
+    assert_eq!(
+        fields_in(source),
+        [
+            "namespace",
+            "error",
+            "value",
+            "secret",
+            "outcome",
+            "registry",
+            "count",
+            "a.b",
+            "c",
+            "d"
+        ]
+    );
+}
+
+#[test]
+fn the_log_page_lists_every_field_the_code_logs_and_none_it_does_not() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/log.md");
+    let page = std::fs::read_to_string(&path).expect("docs/src/log.md");
+    let listed = listed_fields(&page);
+    let logged = logged_fields();
+    let mut seen = std::collections::BTreeSet::new();
+    let twice: Vec<&String> = listed.iter().filter(|f| !seen.insert(*f)).collect();
+    let unlisted: Vec<String> = logged
+        .iter()
+        .filter(|(field, _)| !seen.contains(*field))
+        .map(|(field, files)| {
+            format!(
+                "{field} ({})",
+                files.iter().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+        .collect();
+    let unused: Vec<&String> = seen
+        .iter()
+        .copied()
+        .filter(|f| !logged.contains_key(*f))
+        .collect();
+    assert!(
+        unlisted.is_empty() && unused.is_empty() && twice.is_empty(),
+        "docs/src/log.md's \"Field names\" must list each field the log lines carry, once (one \
+         spelling per field, in every mode):\n  logged but not listed: {unlisted:?}\n  listed but \
+         logged nowhere: {unused:?}\n  listed twice: {twice:?}"
+    );
 }
