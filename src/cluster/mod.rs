@@ -1,11 +1,12 @@
-//! The Kubernetes side: the API client and its retry, namespace selection, the lists of one name
-//! in every namespace, object names, Events, pods.
+//! The Kubernetes side: the API client and its retry, the one pager of every paged list,
+//! namespace selection, the lists of one name in every namespace, object names, Events, pods.
 
 pub mod by_name;
 pub mod client;
 pub mod events;
 pub mod names;
 pub mod namespaces;
+pub mod pager;
 pub mod pods;
 pub mod retry;
 pub mod selection;

@@ -1,7 +1,9 @@
 //! What the two modes share: the rules a Secret is judged by (a refresh writes a Secret they
 //! call due; a check reports it), the stop, how the Secrets are read (one list, or a read per
-//! namespace), the namespace driver over the list pages, and the end of a run.
+//! namespace), the namespace driver over the list pages, the ServiceAccounts a namespace's
+//! pods are judged against, and the end of a run.
 
+pub mod accounts;
 pub mod end;
 pub mod pages;
 pub mod reads;
