@@ -1,6 +1,8 @@
 //! Configuration: read once from the environment into typed values.
 //!
-//! Every value is parsed here, so the rest of the code cannot hold an invalid one. A bad
+//! Every value is parsed here, so the rest of the code cannot hold an invalid one: each by its
+//! own entry in [`VARIABLES`] (`variables.rs`, which also holds its default and documentation)
+//! into a `Builder`, whose `finish` puts together the variables that go together. A bad
 //! value, or an `ECR_REFRESH_*` variable we do not know, is an error naming the variable, the
 //! value and what is accepted; the run then sends no request.
 
