@@ -21,15 +21,16 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::{Api, Client};
 use tracing::{info, warn};
 
 use crate::aws::credentials::roles_anywhere::{certificate_expiry, session};
 use crate::aws::sdk;
 use crate::cluster::client;
+use crate::cluster::pager::PageError;
 use crate::cluster::reads::{Read, Reads, Work};
-use crate::cluster::retry::{self, RequestError};
+use crate::cluster::retry;
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
 use crate::report::exit;
@@ -394,36 +395,26 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secr
 }
 
 /// The namespace's unfinished pods, every page.
-async fn list_pods(shared: &Shared<'_>, namespace: &str) -> Result<Vec<Pod>, RequestError> {
+async fn list_pods(shared: &Shared<'_>, namespace: &str) -> Result<Vec<Pod>, PageError> {
     let api: Api<Pod> = Api::namespaced(shared.client.clone(), namespace);
     crate::cluster::pods::unfinished(&api).await
 }
 
 /// The ServiceAccounts that pods using ECR run as, where the pod does not list the Secret
-/// itself: one GET each.
+/// itself: one GET each (`run::accounts`, as the evictions read them).
 async fn accounts(
     shared: &Shared<'_>,
     namespace: &str,
     using: &[&Pod],
     secret: &str,
 ) -> HashMap<String, Account> {
-    let names = crate::pods::deciding_accounts(using, secret);
-    let api: Api<ServiceAccount> = Api::namespaced(shared.client.clone(), namespace);
-    let mut found = HashMap::new();
-    for (name, read) in crate::cluster::pods::service_accounts(&api, names).await {
-        let account = match read {
-            Ok(sa) => Account::read(sa.as_ref(), secret),
-            Err(e) => {
-                if !shared.accounts_refused.swap(true, Ordering::Relaxed) {
-                    warn!(%namespace, service_account = name, error = %e,
-                        "ServiceAccounts could not be read: the advice for pods not wired names none");
-                }
-                Account::Unknown
-            }
-        };
-        found.insert(name.to_owned(), account);
-    }
-    found
+    crate::run::accounts::read(&shared.client, namespace, using, secret, |name, e| {
+        if !shared.accounts_refused.swap(true, Ordering::Relaxed) {
+            warn!(%namespace, service_account = name, error = %e,
+                "ServiceAccounts could not be read: the advice for pods not wired names none");
+        }
+    })
+    .await
 }
 
 /// One login per registry host in use (the first image seen on it), with the Secret's

@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
+use crate::cluster::pager::{Listing, MAX_RESTARTS, PageError, Pager};
+use crate::cluster::retry::RequestError;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{LocalObjectReference, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -17,24 +19,6 @@ use kube::Client;
 use kube::api::ListParams;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use tracing::{debug, warn};
-
-use crate::cluster::retry::{self, RequestError};
-
-/// Objects asked for per page; the server may answer fewer.
-const PAGE_SIZE: u32 = 500;
-/// How often an expired continue token may restart the list.
-///
-/// kube-apiserver answers a continue token whose snapshot etcd has compacted away (every 5
-/// minutes by default) with 410 Gone, reason `Expired`. The list starts again from its first
-/// page, rather than falling back to a GET per namespace: the whole list is a few dozen pages
-/// where the GETs would be thousands, and a list of 10,000 Secrets takes seconds, far inside
-/// the compaction interval, so a restart succeeds. (The 410's own "inconsistent" continue
-/// token is not used: a restart is as cheap to reason about and costs only the pages read
-/// again.) The caller hands each namespace out once, so the pages shown again change nothing.
-/// After MAX_RESTARTS the list is over as broken off, and the caller reads by name the
-/// namespaces it had not shown.
-const MAX_RESTARTS: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ListError {
@@ -61,24 +45,17 @@ impl ListError {
     }
 }
 
-/// The pages of one field-selected list across every namespace. A list restarted after an
-/// expired continue token shows again what it showed before: the caller visits each namespace
-/// once.
+/// The pages of one field-selected list across every namespace (`cluster::pager`). A list
+/// restarted after an expired continue token shows again what it showed before: the caller
+/// visits each namespace once.
 pub struct ByName<T> {
     client: Client,
     /// The core v1 resource, as the log and errors call the objects and as its path says it:
     /// "secrets", "serviceaccounts".
     what: &'static str,
     name: String,
-    state: State,
-    restarts: u32,
+    pager: Pager,
     item: PhantomData<fn() -> T>,
-}
-
-enum State {
-    First,
-    Continue(String),
-    Done,
 }
 
 impl<T: Listed> ByName<T> {
@@ -89,81 +66,43 @@ impl<T: Listed> ByName<T> {
             client,
             what,
             name: name.to_owned(),
-            state: State::First,
-            restarts: 0,
+            pager: Pager::new(what, "list by name").named(name),
             item: PhantomData,
         }
     }
 
     /// Whether pages remain unread.
     pub fn has_more(&self) -> bool {
-        !matches!(self.state, State::Done)
+        self.pager.has_more()
     }
 
     /// The next page; None when there are no more.
     pub async fn next(&mut self) -> Option<Result<Vec<T::Object>, ListError>> {
-        loop {
-            let token = match std::mem::replace(&mut self.state, State::Done) {
-                State::Done => return None,
-                State::First => None,
-                State::Continue(token) => Some(token),
-            };
-            let mut params = ListParams::default()
-                .fields(&format!("metadata.name={}", self.name))
-                .limit(PAGE_SIZE);
-            if let Some(token) = &token {
-                params = params.continue_token(token);
+        let what = self.what;
+        let path = format!("/api/v1/{what}");
+        let params = ListParams::default().fields(&format!("metadata.name={}", self.name));
+        let client = &self.client;
+        let page = self
+            .pager
+            .next(&params, |params| {
+                let path = &path;
+                async move {
+                    let request = kube::core::Request::new(path)
+                        .list(&params)
+                        .map_err(kube::Error::BuildRequest)?;
+                    client.request::<Page<T>>(request).await
+                }
+            })
+            .await?;
+        let name = self.name.clone();
+        Some(match page {
+            Ok(items) => Ok(items.into_iter().map(Listed::into_object).collect()),
+            Err(PageError::Request(source)) if source.code() == Some(403) => {
+                Err(ListError::Forbidden { what, name, source })
             }
-            let what = self.what;
-            let path = format!("/api/v1/{what}");
-            let client = &self.client;
-            let send = || async {
-                let request = kube::core::Request::new(&path)
-                    .list(&params)
-                    .map_err(kube::Error::BuildRequest)?;
-                client.request::<Page<T>>(request).await
-            };
-            let list = match retry::send("list by name", send).await {
-                Ok(list) => list,
-                Err(RequestError::Api(s)) if s.code == 410 && token.is_some() => {
-                    self.restarts += 1;
-                    if self.restarts > MAX_RESTARTS {
-                        return Some(Err(ListError::Expiring {
-                            what,
-                            name: self.name.clone(),
-                        }));
-                    }
-                    warn!(
-                        what,
-                        name = self.name,
-                        restart = self.restarts,
-                        "list continue token expired (410); listing again from the start"
-                    );
-                    self.state = State::First;
-                    continue;
-                }
-                Err(source) => {
-                    let name = self.name.clone();
-                    return Some(Err(if source.code() == Some(403) {
-                        ListError::Forbidden { what, name, source }
-                    } else {
-                        ListError::Request { what, name, source }
-                    }));
-                }
-            };
-            let items = list.items.unwrap_or_default();
-            self.state = match list.metadata.continue_.filter(|t| !t.is_empty()) {
-                Some(next) => State::Continue(next),
-                None => State::Done,
-            };
-            debug!(
-                what,
-                items = items.len(),
-                more = self.has_more(),
-                "list page"
-            );
-            return Some(Ok(items.into_iter().map(Listed::into_object).collect()));
-        }
+            Err(PageError::Request(source)) => Err(ListError::Request { what, name, source }),
+            Err(PageError::Expiring { .. }) => Err(ListError::Expiring { what, name }),
+        })
     }
 
     /// Every page, kept as `keep` makes each object: for a list read whole before the run's
@@ -187,6 +126,15 @@ struct Page<T> {
     metadata: PageMeta,
     /// Null in an empty list, as some servers send it.
     items: Option<Vec<T>>,
+}
+
+impl<T> From<Page<T>> for Listing<T> {
+    fn from(page: Page<T>) -> Self {
+        Self {
+            items: page.items.unwrap_or_default(),
+            continue_token: page.metadata.continue_,
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]

@@ -6,15 +6,11 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use tracing::{debug, warn};
+use tracing::warn;
 
+use crate::cluster::pager::{MAX_RESTARTS, PageError, Pager};
 use crate::cluster::retry::{self, RequestError};
 use crate::cluster::selection::Selection;
-
-/// Namespaces asked for per page; the server may answer fewer.
-const PAGE_SIZE: u32 = 500;
-/// How often an expired continue token may restart the list.
-const MAX_RESTARTS: u32 = 3;
 
 /// A selected namespace, as the list showed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,14 +50,15 @@ pub struct Pages {
     /// Its own copy: the pages are read by a task of their own (run/reads.rs).
     selection: Selection,
     state: State,
+    /// The namespace list's pages (`cluster::pager`), read in `State::Listing`.
+    pager: Pager,
+    /// Each namespace shown, by name: a restarted list shows them again, handed out once.
     seen: HashSet<String>,
-    restarts: u32,
 }
 
 enum State {
     Literal,
-    First,
-    Continue(String),
+    Listing,
     /// The list is read: the names given literally that it did not show are left.
     Missing,
     Done,
@@ -72,14 +69,14 @@ impl Pages {
         let state = if selection.literal_names().is_some() {
             State::Literal
         } else {
-            State::First
+            State::Listing
         };
         Self {
             api: Api::all(client),
             selection: selection.clone(),
             state,
+            pager: Pager::new("namespaces", "list namespaces"),
             seen: HashSet::new(),
-            restarts: 0,
         }
     }
 
@@ -90,76 +87,63 @@ impl Pages {
 
     /// The next page of selected namespaces; None when there are no more.
     pub async fn next(&mut self) -> Option<Result<Vec<Candidate>, NamespaceError>> {
-        loop {
-            let token = match std::mem::replace(&mut self.state, State::Done) {
-                State::Done => return None,
-                State::Literal => {
-                    let names = self.selection.literal_names().unwrap_or_default();
-                    let page = names
-                        .into_iter()
-                        .map(|n| Candidate {
-                            name: n.as_str().to_owned(),
-                            terminating: false,
-                            origin: Origin::Named,
-                        })
-                        .collect();
-                    return Some(Ok(page));
-                }
-                State::Missing => return Some(Ok(self.missing().await)),
-                State::First => None,
-                State::Continue(token) => Some(token),
-            };
-            let mut params = ListParams::default().limit(PAGE_SIZE);
-            if let Some(selector) = &self.selection.label_selector {
-                params = params.labels(selector.as_str());
-            }
-            if let Some(token) = &token {
-                params = params.continue_token(token);
-            }
-            let list = match retry::send("list namespaces", || self.api.list(&params)).await {
-                Ok(list) => list,
-                Err(RequestError::Api(s)) if s.code == 410 && token.is_some() => {
-                    self.restarts += 1;
-                    if self.restarts > MAX_RESTARTS {
-                        return Some(Err(NamespaceError::Expiring));
-                    }
-                    warn!(
-                        restart = self.restarts,
-                        "namespace list continue token expired (410); listing again from the start"
-                    );
-                    self.state = State::First;
-                    continue;
-                }
-                Err(e) if e.code() == Some(403) => return Some(Err(NamespaceError::Forbidden(e))),
-                Err(e) => return Some(Err(NamespaceError::Request(e))),
-            };
-            self.state = match list.metadata.continue_.filter(|t| !t.is_empty()) {
-                Some(next) => State::Continue(next),
-                None => State::Missing,
-            };
-            debug!(
-                items = list.items.len(),
-                more = self.has_more(),
-                "namespace page"
-            );
-            let page: Vec<Candidate> = list
-                .items
-                .into_iter()
-                .filter_map(|ns| {
-                    let name = ns.metadata.name?;
-                    // A restarted list returns what we already have: visit each namespace once.
-                    (self.selection.matches(&name) && self.seen.insert(name.clone())).then(|| {
-                        Candidate {
-                            terminating: ns.metadata.deletion_timestamp.is_some()
-                                || ns.status.and_then(|s| s.phase).as_deref()
-                                    == Some("Terminating"),
-                            name,
-                            origin: Origin::Listed,
-                        }
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Done => None,
+            State::Literal => {
+                let names = self.selection.literal_names().unwrap_or_default();
+                let page = names
+                    .into_iter()
+                    .map(|n| Candidate {
+                        name: n.as_str().to_owned(),
+                        terminating: false,
+                        origin: Origin::Named,
                     })
-                })
-                .collect();
-            return Some(Ok(page));
+                    .collect();
+                Some(Ok(page))
+            }
+            State::Missing => Some(Ok(self.missing().await)),
+            State::Listing => {
+                let mut params = ListParams::default();
+                if let Some(selector) = &self.selection.label_selector {
+                    params = params.labels(selector.as_str());
+                }
+                let api = &self.api;
+                let page = self
+                    .pager
+                    .next(&params, |params| async move { api.list(&params).await })
+                    .await;
+                // After an error the state stays Done: the list is over as broken off.
+                let items = match page? {
+                    Ok(items) => items,
+                    Err(PageError::Request(e)) if e.code() == Some(403) => {
+                        return Some(Err(NamespaceError::Forbidden(e)));
+                    }
+                    Err(PageError::Request(e)) => return Some(Err(NamespaceError::Request(e))),
+                    Err(PageError::Expiring { .. }) => return Some(Err(NamespaceError::Expiring)),
+                };
+                self.state = if self.pager.has_more() {
+                    State::Listing
+                } else {
+                    State::Missing
+                };
+                let page: Vec<Candidate> = items
+                    .into_iter()
+                    .filter_map(|ns| {
+                        let name = ns.metadata.name?;
+                        // A restarted list returns what we already have: visit each namespace once.
+                        (self.selection.matches(&name) && self.seen.insert(name.clone())).then(
+                            || Candidate {
+                                terminating: ns.metadata.deletion_timestamp.is_some()
+                                    || ns.status.and_then(|s| s.phase).as_deref()
+                                        == Some("Terminating"),
+                                name,
+                                origin: Origin::Listed,
+                            },
+                        )
+                    })
+                    .collect();
+                Some(Ok(page))
+            }
         }
     }
 

@@ -1,32 +1,40 @@
 //! Pod requests: the unfinished pods of a namespace, and an eviction.
 
+use std::collections::HashSet;
+
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::Api;
 use kube::api::{EvictParams, ListParams};
 
+use crate::cluster::pager::{PageError, Pager};
 use crate::cluster::retry::{self, RequestError};
 
-/// Pods asked for per page; the server may answer fewer.
-const POD_PAGE: u32 = 500;
 /// Pods that still run or wait to: finished pods pull nothing.
 const UNFINISHED: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
-/// The namespace's unfinished pods, every page (one LIST per 500 pods).
-pub async fn unfinished(api: &Api<Pod>) -> Result<Vec<Pod>, RequestError> {
+/// The namespace's unfinished pods, every page (one LIST per 500 pods), each once: a list
+/// restarted after its continue token expired shows pods again, kept by uid only the first
+/// time, so that no pod is judged or evicted twice in a run.
+pub async fn unfinished(api: &Api<Pod>) -> Result<Vec<Pod>, PageError> {
+    let namespace = api.namespace().unwrap_or_default().to_owned();
+    let mut pager = Pager::new("pods", "list pods").in_namespace(&namespace);
+    let params = ListParams::default().fields(UNFINISHED);
+    let mut seen = HashSet::new();
     let mut all = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let mut params = ListParams::default().fields(UNFINISHED).limit(POD_PAGE);
-        if let Some(t) = &token {
-            params = params.continue_token(t);
-        }
-        let list = retry::send("list pods", || api.list(&params)).await?;
-        all.extend(list.items);
-        match list.metadata.continue_.filter(|t| !t.is_empty()) {
-            Some(next) => token = Some(next),
-            None => return Ok(all),
-        }
+    while let Some(page) = pager
+        .next(&params, |params| async move { api.list(&params).await })
+        .await
+    {
+        let page = page?;
+        all.extend(page.into_iter().filter(|pod| {
+            // A pod without a uid (never from an API server) is kept: nothing to tell it by.
+            pod.metadata
+                .uid
+                .as_ref()
+                .is_none_or(|uid| seen.insert(uid.clone()))
+        }));
     }
+    Ok(all)
 }
 
 /// Evicts a pod through the Eviction API (POST pods/NAME/eviction), pinned to the uid read so

@@ -1,6 +1,8 @@
 //! Configuration: read once from the environment into typed values.
 //!
-//! Every value is parsed here, so the rest of the code cannot hold an invalid one. A bad
+//! Every value is parsed here, so the rest of the code cannot hold an invalid one: each by its
+//! own entry in [`VARIABLES`] (`variables.rs`, which also holds its default and documentation)
+//! into a `Builder`, whose `finish` puts together the variables that go together. A bad
 //! value, or an `ECR_REFRESH_*` variable we do not know, is an error naming the variable, the
 //! value and what is accepted; the run then sends no request.
 
@@ -10,11 +12,10 @@ mod roles_anywhere;
 mod values;
 pub mod variables;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
-
-use serde::Deserialize;
 
 use crate::argocd::{self, ArgoCd, RepoType};
 use crate::aws::credentials::roles_anywhere::{Identity, IdentityError};
@@ -27,23 +28,11 @@ use crate::pull_secret::install::Install;
 
 use crate::cluster::selection::{Include, LabelSelector, Selection};
 use pushgateway::{GroupingLabels, Pushgateway, PushgatewayUrl};
-use values::{
-    first_of_each, parse_bool, parse_concurrency, parse_list, parse_renew_before, parse_timeout,
-};
 pub use variables::{VARIABLES, Variable};
 
 /// Every variable of ours starts with this.
 pub const PREFIX: &str = "ECR_REFRESH_";
 
-const DEFAULT_SECRET_NAME: &str = "aws-ecr-token";
-const DEFAULT_CONCURRENCY: usize = 16;
-/// Taken out of the selection unless ECR_REFRESH_EXCLUDE_NAMESPACES is set: no pod pulls an
-/// image in them (kube-public holds the cluster-info ConfigMap, kube-node-lease the kubelets'
-/// Leases), so a Secret there is one more object with a token to keep and nothing to serve.
-pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 2] = ["kube-public", "kube-node-lease"];
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-/// An ECR token's whole life: by default every run renews every Secret.
-const DEFAULT_RENEW_BEFORE: Duration = crate::aws::ecr::TOKEN_LIFETIME;
 /// Where Kubernetes reads a container's termination message from (terminationMessagePath's
 /// default), when ECR_REFRESH_TERMINATION_LOG is not set.
 pub const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
@@ -70,8 +59,6 @@ pub enum ConfigError {
         "{variable} is not valid UTF-8 text (its value is not shown: it may hold a credential); set it to text"
     )]
     NotUtf8 { variable: String },
-    #[error("could not read the environment: {0}")]
-    Environment(String),
     /// Some of a group of variables that go together are set, not all.
     #[error("{given} is set, but not {missing}; set all of them, or none")]
     Incomplete {
@@ -146,38 +133,155 @@ pub struct Config {
     pub evict_stuck_pods: Option<usize>,
 }
 
-/// The variables as envy reads them, before parsing.
-#[derive(Debug, Deserialize, Default)]
-struct Raw {
-    mode: Option<String>,
-    secret_name: Option<String>,
-    namespaces: Option<String>,
-    exclude_namespaces: Option<String>,
-    namespace_selector: Option<String>,
-    registries: Option<String>,
-    dual_stack: Option<String>,
-    dry_run: Option<String>,
-    concurrency: Option<String>,
-    timeout: Option<String>,
-    log_format: Option<String>,
-    service_accounts: Option<String>,
-    verify_login: Option<String>,
-    termination_log: Option<String>,
-    pushgateway_url: Option<String>,
-    pushgateway_labels: Option<String>,
-    events: Option<String>,
-    renew_before: Option<String>,
-    assume_role_arn: Option<String>,
-    assume_role_external_id: Option<String>,
-    assume_role_session_name: Option<String>,
-    install: Option<String>,
-    argocd_namespace: Option<String>,
-    argocd_type: Option<String>,
-    argocd_project: Option<String>,
-    evict_stuck_pods: Option<String>,
-    evict_limit: Option<String>,
-    #[serde(flatten)]
-    roles_anywhere: roles_anywhere::Raw,
+/// What the variables say, each parsed by its own entry in [`VARIABLES`] into its slot here;
+/// [`Builder::finish`] then puts the variables that go together into the configuration.
+#[derive(Debug, Default)]
+pub(super) struct Builder {
+    given: Given,
+    mode: Option<Mode>,
+    secret_name: Option<SecretName>,
+    install: Option<Install>,
+    include: Option<Include>,
+    exclude: Option<Vec<Glob>>,
+    label_selector: Option<LabelSelector>,
+    registries: Option<Vec<RegistryHost>>,
+    dual_stack: Option<bool>,
+    dry_run: Option<bool>,
+    concurrency: Option<usize>,
+    timeout: Option<Duration>,
+    log_format: Option<LogFormat>,
+    service_accounts: Option<Vec<ServiceAccountName>>,
+    verify_login: Option<bool>,
+    evict_stuck_pods: Option<bool>,
+    evict_limit: Option<usize>,
+    renew_before: Option<Duration>,
+    termination_log: Option<PathBuf>,
+    pushgateway_url: Option<PushgatewayUrl>,
+    pushgateway_labels: Option<GroupingLabels>,
+    assume_role: AssumeRoleSlots,
+    argocd: ArgoCdSlots,
+    roles_anywhere: roles_anywhere::Slots,
+    events: Option<bool>,
+}
+
+/// The values set, as given, by variable: what a group's error quotes, and whether a variable
+/// with a default was set at all.
+#[derive(Debug, Default)]
+struct Given(HashMap<&'static str, String>);
+
+impl Given {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+}
+
+/// ECR_REFRESH_ASSUME_ROLE_*, parsed.
+#[derive(Debug, Default)]
+struct AssumeRoleSlots {
+    arn: Option<RoleArn>,
+    external_id: Option<ExternalId>,
+    session_name: Option<SessionName>,
+}
+
+/// ECR_REFRESH_ARGOCD_*, parsed.
+#[derive(Debug, Default)]
+struct ArgoCdSlots {
+    namespace: Option<NamespaceName>,
+    repo_type: Option<RepoType>,
+    project: Option<ProjectName>,
+}
+
+/// A slot whose variable's default is a value: it was parsed before any value set.
+fn defaulted<T>(slot: Option<T>) -> T {
+    slot.expect("a default that is a value is parsed before the values set (Builder::parse)")
+}
+
+impl Builder {
+    /// Every variable's default that is a value, then the values set (`vars` holds only ours,
+    /// known and not blank), each by its entry's parse; a value refused is an error naming its
+    /// variable, the value and what is accepted.
+    fn parse(vars: HashMap<&'static str, String>) -> Result<Self, ConfigError> {
+        let mut builder = Self::default();
+        for v in VARIABLES.iter().filter(|v| v.default_parses) {
+            (v.parse)(v.default, &mut builder)
+                .unwrap_or_else(|e| panic!("{}'s default {:?}: {e}", v.name, v.default));
+        }
+        for v in VARIABLES {
+            if let Some(value) = vars.get(v.name) {
+                (v.parse)(value, &mut builder)
+                    .map_err(|accepted| invalid(v.name, value, accepted))?;
+            }
+        }
+        builder.given = Given(vars);
+        Ok(builder)
+    }
+
+    /// The configuration, from the variables that go together: a group's values must agree,
+    /// and one given without what it needs is refused.
+    fn finish(self) -> Result<Config, ConfigError> {
+        let include = defaulted(self.include);
+        let exclude = match self.given.get("ECR_REFRESH_EXCLUDE_NAMESPACES") {
+            Some(_) => defaulted(self.exclude),
+            None => default_exclusions(defaulted(self.exclude), &include),
+        };
+        let registries = self.registries.unwrap_or_default();
+        let dual_stack = defaulted(self.dual_stack);
+        let written = twins(
+            &registries,
+            dual_stack,
+            self.given.get("ECR_REFRESH_DUAL_STACK"),
+        )?;
+        let pushgateway = match (self.pushgateway_url, self.pushgateway_labels) {
+            (Some(url), labels) => Some(Pushgateway {
+                url,
+                labels: labels.unwrap_or_default(),
+            }),
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "ECR_REFRESH_PUSHGATEWAY_LABELS",
+                    self.given
+                        .get("ECR_REFRESH_PUSHGATEWAY_LABELS")
+                        .unwrap_or_default(),
+                    "is only used with ECR_REFRESH_PUSHGATEWAY_URL, which is not set".into(),
+                ));
+            }
+        };
+        let secret_name = defaulted(self.secret_name);
+        let assume_role = assume_role(self.assume_role)?;
+        let argocd = argocd(self.argocd, &self.given, &secret_name, &registries)?;
+        // A limit without the option is accepted and unused, so that manifests may carry its default.
+        let evict_stuck_pods =
+            defaulted(self.evict_stuck_pods).then_some(defaulted(self.evict_limit));
+        let roles_anywhere = roles_anywhere::finish(self.roles_anywhere, &self.given)?;
+        Ok(Config {
+            mode: defaulted(self.mode),
+            secret_name,
+            selection: Selection {
+                include,
+                exclude,
+                label_selector: self.label_selector,
+            },
+            registries,
+            dual_stack,
+            written,
+            dry_run: defaulted(self.dry_run),
+            concurrency: defaulted(self.concurrency),
+            timeout: defaulted(self.timeout),
+            log_format: defaulted(self.log_format),
+            service_accounts: self.service_accounts.unwrap_or_default(),
+            verify_login: defaulted(self.verify_login),
+            termination_log: self.termination_log,
+            pushgateway,
+            events: defaulted(self.events),
+            renew_before: defaulted(self.renew_before),
+            assume_role,
+            roles_anywhere,
+            install: self.install,
+            argocd,
+            evict_stuck_pods,
+        })
+    }
 }
 
 impl Config {
@@ -200,165 +304,26 @@ impl Config {
     pub fn from_vars(
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
-        let vars: Vec<(String, String)> = vars.into_iter().collect();
-        if let Some(unknown) = vars.iter().map(|(k, _)| k).find(|k| {
-            k.starts_with(PREFIX)
-                && !variables::is_known(k)
-                && !variables::TEST_VARIABLES.contains(&k.as_str())
-        }) {
-            return Err(ConfigError::Unknown {
-                variable: unknown.clone(),
-                suggestion: variables::nearest(unknown),
-            });
+        let mut ours = HashMap::new();
+        for (name, value) in vars {
+            if !name.starts_with(PREFIX) || variables::TEST_VARIABLES.contains(&name.as_str()) {
+                continue;
+            }
+            let Some(variable) = variables::named(&name) else {
+                return Err(ConfigError::Unknown {
+                    suggestion: variables::nearest(&name),
+                    variable: name,
+                });
+            };
+            // An empty value means the default, as an unset one does: manifests often carry
+            // `value: ""`.
+            if value.trim().is_empty() {
+                ours.remove(variable.name);
+            } else {
+                ours.insert(variable.name, value);
+            }
         }
-        // An empty value means the default, as an unset one does: manifests often carry `value: ""`.
-        let raw: Raw = envy::prefixed(PREFIX)
-            .from_iter(vars.into_iter().filter(|(_, v)| !v.trim().is_empty()))
-            .map_err(|e| ConfigError::Environment(e.to_string()))?;
-        Self::parse(raw)
-    }
-
-    fn parse(raw: Raw) -> Result<Self, ConfigError> {
-        let mode = parse_or("ECR_REFRESH_MODE", raw.mode, Mode::from_str, Mode::default)?;
-        let secret_name = parse_or(
-            "ECR_REFRESH_SECRET_NAME",
-            raw.secret_name,
-            SecretName::from_str,
-            || SecretName::from_str(DEFAULT_SECRET_NAME).expect("the default name is valid"),
-        )?;
-        let include = match raw.namespaces {
-            None => Include::All,
-            Some(v) => parse_include(&v)
-                .map_err(|accepted| invalid("ECR_REFRESH_NAMESPACES", &v, accepted))?,
-        };
-        let exclude = match raw.exclude_namespaces {
-            None => default_exclusions(&include),
-            Some(v) => parse_list(&v, Glob::from_str)
-                .map_err(|accepted| invalid("ECR_REFRESH_EXCLUDE_NAMESPACES", &v, accepted))?,
-        };
-        let label_selector = parse_opt(
-            "ECR_REFRESH_NAMESPACE_SELECTOR",
-            raw.namespace_selector,
-            LabelSelector::from_str,
-        )?;
-        let registries = match raw.registries {
-            None => Vec::new(),
-            Some(v) => first_of_each(
-                parse_list(&v, RegistryHost::from_str)
-                    .map_err(|accepted| invalid("ECR_REFRESH_REGISTRIES", &v, accepted))?,
-            ),
-        };
-        let dual_stack = parse_or(
-            "ECR_REFRESH_DUAL_STACK",
-            raw.dual_stack.clone(),
-            parse_bool,
-            || false,
-        )?;
-        let written = twins(&registries, dual_stack, raw.dual_stack.as_deref())?;
-        let dry_run = parse_or("ECR_REFRESH_DRY_RUN", raw.dry_run, parse_bool, || false)?;
-        let concurrency = parse_or(
-            "ECR_REFRESH_CONCURRENCY",
-            raw.concurrency,
-            parse_concurrency,
-            || DEFAULT_CONCURRENCY,
-        )?;
-        let timeout = parse_or("ECR_REFRESH_TIMEOUT", raw.timeout, parse_timeout, || {
-            DEFAULT_TIMEOUT
-        })?;
-        let log_format = parse_or(
-            "ECR_REFRESH_LOG_FORMAT",
-            raw.log_format,
-            LogFormat::from_str,
-            || LogFormat::Text,
-        )?;
-        let service_accounts = match raw.service_accounts {
-            None => Vec::new(),
-            Some(v) => {
-                let names = parse_list(&v, ServiceAccountName::from_str)
-                    .map_err(|accepted| invalid("ECR_REFRESH_SERVICE_ACCOUNTS", &v, accepted))?;
-                first_of_each(names)
-            }
-        };
-        let verify_login = parse_or(
-            "ECR_REFRESH_VERIFY_LOGIN",
-            raw.verify_login,
-            parse_bool,
-            || false,
-        )?;
-        let pushgateway_url = parse_opt(
-            "ECR_REFRESH_PUSHGATEWAY_URL",
-            raw.pushgateway_url,
-            PushgatewayUrl::from_str,
-        )?;
-        let labels = parse_opt(
-            "ECR_REFRESH_PUSHGATEWAY_LABELS",
-            raw.pushgateway_labels.clone(),
-            GroupingLabels::from_str,
-        )?;
-        let pushgateway = match (pushgateway_url, labels) {
-            (Some(url), labels) => Some(Pushgateway {
-                url,
-                labels: labels.unwrap_or_default(),
-            }),
-            (None, None) => None,
-            (None, Some(_)) => {
-                return Err(invalid(
-                    "ECR_REFRESH_PUSHGATEWAY_LABELS",
-                    raw.pushgateway_labels.as_deref().unwrap_or_default(),
-                    "is only used with ECR_REFRESH_PUSHGATEWAY_URL, which is not set".into(),
-                ));
-            }
-        };
-        let events = parse_or("ECR_REFRESH_EVENTS", raw.events, parse_bool, || true)?;
-        let renew_before = parse_or(
-            "ECR_REFRESH_RENEW_BEFORE",
-            raw.renew_before,
-            parse_renew_before,
-            || DEFAULT_RENEW_BEFORE,
-        )?;
-        let termination_log = raw.termination_log.map(PathBuf::from);
-        let install = parse_opt("ECR_REFRESH_INSTALL", raw.install, Install::from_str)?;
-        let assume_role = parse_assume_role(
-            raw.assume_role_arn,
-            raw.assume_role_external_id,
-            raw.assume_role_session_name,
-        )?;
-        let argocd = parse_argocd(
-            raw.argocd_namespace,
-            raw.argocd_type,
-            raw.argocd_project,
-            &secret_name,
-            &registries,
-        )?;
-        let evict_stuck_pods = parse_evict(raw.evict_stuck_pods, raw.evict_limit)?;
-        let roles_anywhere = roles_anywhere::parse(raw.roles_anywhere)?;
-        Ok(Self {
-            mode,
-            secret_name,
-            selection: Selection {
-                include,
-                exclude,
-                label_selector,
-            },
-            registries,
-            dual_stack,
-            written,
-            dry_run,
-            concurrency,
-            timeout,
-            log_format,
-            service_accounts,
-            verify_login,
-            termination_log,
-            pushgateway,
-            events,
-            renew_before,
-            assume_role,
-            roles_anywhere,
-            install,
-            argocd,
-            evict_stuck_pods,
-        })
+        Builder::parse(ours)?.finish()
     }
 }
 
@@ -366,29 +331,13 @@ impl Config {
 /// Secret's name and the private registries configured, so those must be named (a refused
 /// name, or two registries that would share one, is an error of ECR_REFRESH_REGISTRIES). A
 /// type or project without the namespace is refused: whoever set it expects Argo CD Secrets.
-fn parse_argocd(
-    namespace: Option<String>,
-    repo_type: Option<String>,
-    project: Option<String>,
+fn argocd(
+    slots: ArgoCdSlots,
+    given: &Given,
     secret_name: &SecretName,
     registries: &[RegistryHost],
 ) -> Result<Option<ArgoCd>, ConfigError> {
-    let namespace = parse_opt(
-        "ECR_REFRESH_ARGOCD_NAMESPACE",
-        namespace,
-        NamespaceName::from_str,
-    )?;
-    let parsed_type = parse_opt(
-        "ECR_REFRESH_ARGOCD_TYPE",
-        repo_type.clone(),
-        RepoType::from_str,
-    )?;
-    let parsed_project = parse_opt(
-        "ECR_REFRESH_ARGOCD_PROJECT",
-        project.clone(),
-        ProjectName::from_str,
-    )?;
-    let Some(namespace) = namespace else {
+    let Some(namespace) = slots.namespace else {
         let without = |variable, value: &str| {
             Err(invalid(
                 variable,
@@ -396,9 +345,12 @@ fn parse_argocd(
                 "is only used with ECR_REFRESH_ARGOCD_NAMESPACE, which is not set".into(),
             ))
         };
-        return match (repo_type, project) {
-            (Some(t), _) => without("ECR_REFRESH_ARGOCD_TYPE", &t),
-            (None, Some(p)) => without("ECR_REFRESH_ARGOCD_PROJECT", &p),
+        return match (
+            given.get("ECR_REFRESH_ARGOCD_TYPE"),
+            given.get("ECR_REFRESH_ARGOCD_PROJECT"),
+        ) {
+            (Some(t), _) => without("ECR_REFRESH_ARGOCD_TYPE", t),
+            (None, Some(p)) => without("ECR_REFRESH_ARGOCD_PROJECT", p),
             (None, None) => Ok(None),
         };
     };
@@ -415,53 +367,27 @@ fn parse_argocd(
     })?;
     Ok(Some(ArgoCd {
         namespace,
-        repo_type: parsed_type.unwrap_or_default(),
-        project: parsed_project,
+        repo_type: defaulted(slots.repo_type),
+        project: slots.project,
         targets,
     }))
 }
 
-/// The most pods a run evicts when ECR_REFRESH_EVICT_LIMIT is not set.
-pub const DEFAULT_EVICT_LIMIT: usize = 50;
-
-/// ECR_REFRESH_EVICT_STUCK_PODS and its ECR_REFRESH_EVICT_LIMIT. A limit without the option is
-/// accepted and unused, so that manifests may carry its default.
-fn parse_evict(
-    enabled: Option<String>,
-    limit: Option<String>,
-) -> Result<Option<usize>, ConfigError> {
-    let enabled = parse_or("ECR_REFRESH_EVICT_STUCK_PODS", enabled, parse_bool, || {
-        false
-    })?;
-    let limit = parse_or(
-        "ECR_REFRESH_EVICT_LIMIT",
-        limit,
-        values::parse_evict_limit,
-        || DEFAULT_EVICT_LIMIT,
-    )?;
-    Ok(enabled.then_some(limit))
-}
+/// The most pods a run evicts when ECR_REFRESH_EVICT_LIMIT is not set, as its entry in
+/// VARIABLES says.
+#[cfg(test)]
+const DEFAULT_EVICT_LIMIT: usize = 50;
 
 /// ECR_REFRESH_ASSUME_ROLE_*: the role, with its external id and session name. An external id
 /// without a role is refused: whoever set it expects a role to be assumed. A session name
 /// alone is accepted and unused, so that manifests may carry its default beside an empty ARN.
-fn parse_assume_role(
-    arn: Option<String>,
-    external_id: Option<String>,
-    session_name: Option<String>,
-) -> Result<Option<AssumeRole>, ConfigError> {
-    let role_arn = parse_opt("ECR_REFRESH_ASSUME_ROLE_ARN", arn, RoleArn::from_str)?;
-    let external_id = parse_opt(
-        "ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID",
+fn assume_role(slots: AssumeRoleSlots) -> Result<Option<AssumeRole>, ConfigError> {
+    let AssumeRoleSlots {
+        arn,
         external_id,
-        ExternalId::from_str,
-    )?;
-    let session_name = parse_opt(
-        "ECR_REFRESH_ASSUME_ROLE_SESSION_NAME",
         session_name,
-        SessionName::from_str,
-    )?;
-    let Some(role_arn) = role_arn else {
+    } = slots;
+    let Some(role_arn) = arn else {
         return match &external_id {
             Some(id) => Err(invalid(
                 "ECR_REFRESH_ASSUME_ROLE_EXTERNAL_ID",
@@ -474,7 +400,7 @@ fn parse_assume_role(
     Ok(Some(AssumeRole {
         role_arn,
         external_id,
-        session_name: session_name.unwrap_or_default(),
+        session_name: defaulted(session_name),
     }))
 }
 
@@ -526,61 +452,17 @@ pub fn redact_userinfo(value: &str) -> String {
     out
 }
 
-fn parse_or<T>(
-    variable: &'static str,
-    value: Option<String>,
-    parse: impl Fn(&str) -> Result<T, String>,
-    default: impl FnOnce() -> T,
-) -> Result<T, ConfigError> {
-    match value {
-        None => Ok(default()),
-        Some(v) => parse(v.trim()).map_err(|accepted| invalid(variable, &v, accepted)),
-    }
-}
-
-fn parse_opt<T>(
-    variable: &'static str,
-    value: Option<String>,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Option<T>, ConfigError> {
-    value
-        .map(|v| parse(v.trim()).map_err(|accepted| invalid(variable, &v, accepted)))
-        .transpose()
-}
-
 /// The default exclusions, less any namespace named literally in ECR_REFRESH_NAMESPACES: a
 /// name someone wrote out wins over a default they may not know of.
-fn default_exclusions(include: &Include) -> Vec<Glob> {
-    DEFAULT_EXCLUDED_NAMESPACES
-        .iter()
-        .filter(|name| match include {
-            Include::All => true,
-            Include::Names(names) => !names.iter().any(|n| n.as_str() == **name),
-            Include::Patterns(globs) => {
-                !globs.iter().any(|g| g.is_literal() && g.as_str() == **name)
-            }
-        })
-        .map(|name| Glob::from_str(name).expect("the default exclusions are valid globs"))
-        .collect()
-}
-
-/// `all` (or `*`), or names and globs; literal names only allow the run to skip listing.
-fn parse_include(value: &str) -> Result<Include, String> {
-    if value.trim() == "all" {
-        return Ok(Include::All);
-    }
-    let globs = parse_list(value, Glob::from_str)?;
-    if globs.iter().any(|g| g.matches_everything()) {
-        return Ok(Include::All);
-    }
-    if globs.iter().all(Glob::is_literal) {
-        let names: Vec<NamespaceName> = globs
+fn default_exclusions(mut defaults: Vec<Glob>, include: &Include) -> Vec<Glob> {
+    defaults.retain(|glob| match include {
+        Include::All => true,
+        Include::Names(names) => !names.iter().any(|n| n.as_str() == glob.as_str()),
+        Include::Patterns(globs) => !globs
             .iter()
-            .map(|g| NamespaceName::from_str(g.as_str()).map_err(|e| format!("'{g}' {e}")))
-            .collect::<Result<_, _>>()?;
-        return Ok(Include::Names(first_of_each(names)));
-    }
-    Ok(Include::Patterns(globs))
+            .any(|g| g.is_literal() && g.as_str() == glob.as_str()),
+    });
+    defaults
 }
 
 #[cfg(test)]

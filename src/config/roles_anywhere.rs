@@ -8,26 +8,22 @@
 //! [`Config::identity`]: super::Config::identity
 
 use std::path::PathBuf;
-use std::str::FromStr;
+use std::time::Duration;
 
-use serde::Deserialize;
-
-use super::{ConfigError, invalid, parse_opt};
+use super::{ConfigError, Given, defaulted, invalid};
 use crate::aws::credentials::RoleArn;
-use crate::aws::credentials::roles_anywhere::{
-    DEFAULT_SESSION_DURATION, ProfileArn, RolesAnywhere, TrustAnchorArn, parse_session_duration,
-};
+use crate::aws::credentials::roles_anywhere::{ProfileArn, RolesAnywhere, TrustAnchorArn};
 
-/// The variables, as envy reads them (flattened into the configuration's own).
-#[derive(Debug, Deserialize, Default)]
-pub(super) struct Raw {
-    roles_anywhere_trust_anchor_arn: Option<String>,
-    roles_anywhere_profile_arn: Option<String>,
-    roles_anywhere_role_arn: Option<String>,
-    roles_anywhere_certificate: Option<String>,
-    roles_anywhere_private_key: Option<String>,
-    roles_anywhere_chain: Option<String>,
-    roles_anywhere_session_duration: Option<String>,
+/// The variables, parsed (each by its entry in VARIABLES).
+#[derive(Debug, Default)]
+pub(super) struct Slots {
+    pub(super) trust_anchor_arn: Option<TrustAnchorArn>,
+    pub(super) profile_arn: Option<ProfileArn>,
+    pub(super) role_arn: Option<RoleArn>,
+    pub(super) certificate: Option<PathBuf>,
+    pub(super) private_key: Option<PathBuf>,
+    pub(super) chain: Option<PathBuf>,
+    pub(super) session_duration: Option<Duration>,
 }
 
 const REQUIRED: [&str; 5] = [
@@ -38,26 +34,17 @@ const REQUIRED: [&str; 5] = [
     "ECR_REFRESH_ROLES_ANYWHERE_PRIVATE_KEY",
 ];
 
-pub(super) fn parse(raw: Raw) -> Result<Option<RolesAnywhere>, ConfigError> {
-    let trust_anchor_arn = parse_opt(
-        REQUIRED[0],
-        raw.roles_anywhere_trust_anchor_arn,
-        TrustAnchorArn::from_str,
-    )?;
-    let profile_arn = parse_opt(
-        REQUIRED[1],
-        raw.roles_anywhere_profile_arn,
-        ProfileArn::from_str,
-    )?;
-    let role_arn = parse_opt(REQUIRED[2], raw.roles_anywhere_role_arn, RoleArn::from_str)?;
-    let session_duration = parse_opt(
-        "ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION",
-        raw.roles_anywhere_session_duration.clone(),
-        parse_session_duration,
-    )?;
-    let certificate = raw.roles_anywhere_certificate.map(PathBuf::from);
-    let private_key = raw.roles_anywhere_private_key.map(PathBuf::from);
-    let chain = raw.roles_anywhere_chain.map(PathBuf::from);
+/// The five values or none; `given` is a variable's value as set, for those with a default.
+pub(super) fn finish(slots: Slots, given: &Given) -> Result<Option<RolesAnywhere>, ConfigError> {
+    let Slots {
+        trust_anchor_arn,
+        profile_arn,
+        role_arn,
+        certificate,
+        private_key,
+        chain,
+        session_duration,
+    } = slots;
     let set = [
         trust_anchor_arn.is_some(),
         profile_arn.is_some(),
@@ -101,10 +88,10 @@ pub(super) fn parse(raw: Raw) -> Result<Option<RolesAnywhere>, ConfigError> {
                 ),
             ));
         }
-        if let Some(duration) = raw.roles_anywhere_session_duration {
+        if let Some(duration) = given.get("ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION") {
             return Err(invalid(
                 "ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION",
-                &duration,
+                duration,
                 format!(
                     "is only used with {}, which are not set",
                     REQUIRED.join(", ")
@@ -133,7 +120,7 @@ pub(super) fn parse(raw: Raw) -> Result<Option<RolesAnywhere>, ConfigError> {
         certificate,
         private_key,
         chain,
-        session_duration: session_duration.unwrap_or(DEFAULT_SESSION_DURATION),
+        session_duration: defaulted(session_duration),
     };
     Ok(Some(config))
 }

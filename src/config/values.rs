@@ -1,7 +1,12 @@
-//! Parsing one variable's value: lists, booleans, numbers and durations. Each parser returns
+//! Parsing one variable's value: lists, booleans, numbers, durations and the namespaces. Each parser returns
 //! what is accepted as its error, for the caller to put beside the variable's name.
 
+use std::str::FromStr;
 use std::time::Duration;
+
+use crate::cluster::names::NamespaceName;
+use crate::cluster::selection::Include;
+use crate::glob::Glob;
 
 /// Namespaces written at once, at most.
 pub(super) const MAX_CONCURRENCY: usize = 1024;
@@ -83,4 +88,24 @@ pub(super) fn parse_renew_before(s: &str) -> Result<Duration, String> {
                 .into(),
         ),
     }
+}
+
+/// ECR_REFRESH_NAMESPACES: `all` (or `*`), or names and globs; literal names only allow the run
+/// to skip listing.
+pub(super) fn parse_include(value: &str) -> Result<Include, String> {
+    if value.trim() == "all" {
+        return Ok(Include::All);
+    }
+    let globs = parse_list(value, Glob::from_str)?;
+    if globs.iter().any(|g| g.matches_everything()) {
+        return Ok(Include::All);
+    }
+    if globs.iter().all(Glob::is_literal) {
+        let names: Vec<NamespaceName> = globs
+            .iter()
+            .map(|g| NamespaceName::from_str(g.as_str()).map_err(|e| format!("'{g}' {e}")))
+            .collect::<Result<_, _>>()?;
+        return Ok(Include::Names(first_of_each(names)));
+    }
+    Ok(Include::Patterns(globs))
 }

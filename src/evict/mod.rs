@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::{Api, Client};
 use tracing::{info, warn};
 
@@ -65,7 +65,7 @@ impl Evictor<'_> {
         let pods = match pods::unfinished(&pod_api).await {
             Ok(pods) => pods,
             Err(e) => {
-                warn!(namespace, error = %e, hint = hint(&e),
+                warn!(namespace, error = %e, hint = hint(e.code()),
                     "stuck pods were not looked at: the pods could not be listed");
                 return;
             }
@@ -146,7 +146,7 @@ impl Evictor<'_> {
                         }
                         Err(e) => (
                             PodOutcome::Left,
-                            format!("{reason}; not evicted: {e}{}", hint(&e)),
+                            format!("{reason}; not evicted: {e}{}", hint(e.code())),
                         ),
                     }
                 }
@@ -182,41 +182,36 @@ impl Evictor<'_> {
         }
     }
 
-    /// The ServiceAccounts stuck pods without their own imagePullSecrets run as: one GET each.
+    /// The ServiceAccounts stuck pods without their own imagePullSecrets run as: one GET each
+    /// (`run::accounts`, as check reads them).
     async fn accounts(
         &self,
         namespace: &str,
         stuck: &[&Pod],
         secret: &str,
     ) -> HashMap<String, Account> {
-        let names = crate::pods::deciding_accounts(stuck, secret);
-        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
-        let mut found = HashMap::new();
-        for (name, read) in pods::service_accounts(&api, names).await {
-            let account = match read {
-                // A dry run judges as if its own ServiceAccount writes had happened.
-                Ok(Some(_))
-                    if self
-                        .would_add
-                        .contains(&(namespace.to_owned(), name.to_owned())) =>
-                {
-                    Account::Found { lists_secret: true }
-                }
-                Ok(sa) => Account::read(sa.as_ref(), secret),
-                Err(e) => {
-                    // Whether it lists the Secret is the decision (pods::recovery).
-                    let hint = if e.code() == Some(403) {
-                        " (grant get on serviceaccounts: the evict-stuck-pods component and the \
-                         chart's evictStuckPods do, in the ecr-refresh-evict ClusterRole)"
-                    } else {
-                        ""
-                    };
-                    warn!(namespace, service_account = name, error = %e, hint,
-                        "a ServiceAccount could not be read: its pods are not evicted");
-                    Account::Unknown
-                }
-            };
-            found.insert(name.to_owned(), account);
+        let mut found =
+            crate::run::accounts::read(&self.client, namespace, stuck, secret, |name, e| {
+                // Whether it lists the Secret is the decision (pods::recovery).
+                let hint = if e.code() == Some(403) {
+                    " (grant get on serviceaccounts: the evict-stuck-pods component and the \
+                     chart's evictStuckPods do, in the ecr-refresh-evict ClusterRole)"
+                } else {
+                    ""
+                };
+                warn!(namespace, service_account = name, error = %e, hint,
+                    "a ServiceAccount could not be read: its pods are not evicted");
+            })
+            .await;
+        // A dry run judges as if its own ServiceAccount writes had happened.
+        for (name, account) in &mut found {
+            if matches!(account, Account::Found { .. })
+                && self
+                    .would_add
+                    .contains(&(namespace.to_owned(), name.clone()))
+            {
+                *account = Account::Found { lists_secret: true };
+            }
         }
         found
     }
@@ -230,8 +225,8 @@ fn unanswered(e: &RequestError) -> bool {
 }
 
 /// What to do about a refusal: the rights come with the option's component.
-fn hint(e: &RequestError) -> &'static str {
-    if e.code() == Some(403) {
+fn hint(code: Option<u16>) -> &'static str {
+    if code == Some(403) {
         " (ECR_REFRESH_EVICT_STUCK_PODS needs pods list and get, and pods/eviction create: \
          install the kustomize component manifests/components/evict-stuck-pods, or set the \
          chart's evictStuckPods.enabled=true)"

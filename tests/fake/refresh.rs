@@ -1864,6 +1864,70 @@ fn an_eviction_that_got_no_answer_counts_against_the_limit() {
     );
 }
 
+/// The pod list is paged like the others, and restarts like them when its continue token
+/// expires (410): every stuck pod is judged, each once, however many pages are read again.
+#[test]
+fn a_pod_list_whose_continue_token_expires_is_read_again_and_each_pod_judged_once() {
+    let h = Harness::with(FakeCluster::builder().max_page(2).start());
+    h.namespaces(&["team-a"]);
+    let image = format!("{REGISTRY}/web:1");
+    let names: Vec<String> = (1..=5).map(|i| format!("web-{i}")).collect();
+    for name in &names {
+        h.cluster.seed(
+            Resource::Pods,
+            pods::pod("team-a", name, &image, Some("web-7d9f8")),
+            "kube-controller-manager",
+        );
+        h.cluster.set_pod_status(
+            "team-a",
+            name,
+            json!({"phase": "Pending", "containerStatuses": [{
+                "name": "app", "image": image, "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": format!(
+                    "Back-off pulling image \"{image}\": ErrImagePull: failed to pull and unpack \
+                     image \"{image}\": failed to resolve image: pull access denied, repository \
+                     does not exist or may require authorization: authorization failed: no basic \
+                     auth credentials")}}}]}),
+        );
+    }
+    h.cluster.seed(
+        Resource::ServiceAccounts,
+        json!({"metadata": {"name": "default", "namespace": "team-a"},
+               "imagePullSecrets": [{"name": SECRET}]}),
+        "ecr-refresh",
+    );
+    h.cluster.expire_next_continue_of(Resource::Pods);
+
+    let run = h.run(&[
+        ("ECR_REFRESH_DRY_RUN", "true"),
+        ("ECR_REFRESH_EVICT_STUCK_PODS", "true"),
+        ("ECR_REFRESH_EVICT_LIMIT", "5"),
+    ]);
+
+    run.expect_code(0);
+    for name in &names {
+        let lines: Vec<&Value> = run.lines.iter().filter(|l| l["pod"] == *name).collect();
+        assert_eq!(lines.len(), 1, "{name} judged once:\n{}", run.stdout);
+        assert_eq!(lines[0]["outcome"], "would-evict", "{}", lines[0]);
+    }
+    let lists: Vec<u16> = h
+        .cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path == "/api/v1/namespaces/team-a/pods")
+        .map(|r| r.status)
+        .collect();
+    // Pages of 2: the second meets the 410, and the list starts again, 3 pages.
+    assert_eq!(lists, [200, 410, 200, 200, 200]);
+    let summary = run
+        .lines
+        .iter()
+        .find(|l| l.get("pods_would_evict").is_some())
+        .unwrap_or_else(|| panic!("no summary with pods:\n{}", run.stdout));
+    assert_eq!(summary["pods_would_evict"], 5, "{summary}");
+    assert_eq!(summary["pods_left"], 0, "{summary}");
+}
+
 /// Without the option, no pod is looked at: no pod request, and no pod counts anywhere.
 #[test]
 fn without_the_eviction_option_no_pod_is_read() {
