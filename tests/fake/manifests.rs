@@ -434,21 +434,41 @@ fn the_books_install_overlay_renders_with_kubectl_alone() {
     }
 }
 
-/// A book overlay's kustomization added to the install overlay's, as the page says to: its
-/// own `resources` (the variant and its files) and fields (`namespace`, `namePrefix`), the
-/// install overlay's `images`, then both lists of `components` and `patches`.
+/// A book overlay's kustomization added to the install overlay's, as the page says to: the
+/// install overlay with the snippet's fields (`namespace`, `namePrefix`), its `resources`
+/// added (a variant of the manifests it names replaces the install overlay's), and both
+/// lists of `components` and `patches`, the install overlay's first. A snippet shows only
+/// what it adds.
 fn added_to(base: &str, snippet: &str) -> String {
-    let base = objects(base)
+    let mut merged = objects(base)
         .into_iter()
         .next()
         .expect("the install overlay");
-    let mut merged = objects(snippet).into_iter().next().expect("the overlay");
-    merged["images"] = base["images"].clone();
-    for key in ["components", "patches"] {
-        let mut list = base[key].as_array().cloned().unwrap_or_default();
-        list.extend(merged[key].as_array().cloned().unwrap_or_default());
-        if !list.is_empty() {
-            merged[key] = Value::Array(list);
+    let snippet = objects(snippet).into_iter().next().expect("the overlay");
+    let snippet = snippet.as_object().expect("a kustomization");
+    for (key, value) in snippet {
+        let added = value.as_array().cloned().unwrap_or_default();
+        match key.as_str() {
+            // The manifests' variant a snippet names replaces the install overlay's; its own
+            // files are added.
+            "resources" => {
+                let variant = |r: &Value| {
+                    r.as_str()
+                        .is_some_and(|r| r.starts_with("../ecr-refresh/manifests"))
+                };
+                let mut list: Vec<Value> = merged[key].as_array().cloned().unwrap_or_default();
+                if added.iter().any(variant) {
+                    list.retain(|r| !variant(r));
+                }
+                list.extend(added);
+                merged[key] = Value::Array(list);
+            }
+            "components" | "patches" => {
+                let mut list = merged[key].as_array().cloned().unwrap_or_default();
+                list.extend(added);
+                merged[key] = Value::Array(list);
+            }
+            _ => merged[key] = value.clone(),
         }
     }
     serde_json::to_string(&merged).expect("JSON")
