@@ -26,6 +26,7 @@ use kube::{Api, Client};
 use tracing::{info, warn};
 
 use crate::aws::credentials::roles_anywhere::{certificate_expiry, session};
+use crate::aws::credentials::{CredentialError, set_up};
 use crate::aws::sdk;
 use crate::cluster::client;
 use crate::cluster::pager::PageError;
@@ -222,14 +223,20 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
 /// A certificate or key a refresh could not sign with now (unreadable, expired, not yet
 /// valid) is a finding: returned, as the refresh would say it.
 fn log_credentials(config: &Config) -> Option<String> {
-    let base = if config.roles_anywhere.is_some() {
-        "roles anywhere"
-    } else {
-        "the SDK's default chain (static keys, profile, web identity, container, instance metadata)"
+    // The base the chain would take: Roles Anywhere when configured (the only one), else the
+    // first source set up in this environment, none leaving a refresh without credentials.
+    let base = match (&config.roles_anywhere, set_up::here()) {
+        (Some(_), _) => "roles anywhere".to_owned(),
+        (None, Some(set_up)) => set_up.to_string(),
+        (None, None) => {
+            let error = CredentialError::NoSource.to_string();
+            warn!(credentials = "none", finding = "credentials", %error, "credentials: a refresh would fail");
+            return Some(error);
+        }
     };
     let credentials = match &config.assume_role {
         Some(role) => format!("assume role {} over {base}", role.role_arn),
-        None => base.to_owned(),
+        None => base,
     };
     let Some(ra) = &config.roles_anywhere else {
         info!(%credentials, "credentials");

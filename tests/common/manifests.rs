@@ -308,7 +308,10 @@ pub(crate) fn write_book_overlay(overlay: &BookOverlay) -> (tempfile::TempDir, P
     let install = dir.path().join("ecr-refresh-install");
     std::fs::create_dir_all(&install).expect("the overlay's directory");
     for (file, body) in &overlay.files {
-        std::fs::write(install.join(file), body).expect("writing the overlay");
+        let path = install.join(file);
+        std::fs::create_dir_all(path.parent().expect("a file in the overlay"))
+            .expect("the file's directory");
+        std::fs::write(path, body).expect("writing the overlay");
     }
     (dir, install)
 }

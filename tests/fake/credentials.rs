@@ -916,3 +916,103 @@ mod real {
         assert!(h.secret("keyless-public").is_some());
     }
 }
+
+/// `ecr-refresh check` names the source a refresh with the same environment would sign
+/// with, the first one set up in the chain's order, and what set it up; it asks AWS nothing.
+/// With none set up, a refresh would fail: the check says so and exits 1.
+#[test]
+fn check_names_the_credential_source_a_refresh_would_use() {
+    let h = Harness::new();
+    h.namespaces(&["team-a"]);
+    h.run(&[]).expect_code(0);
+    let sts = FakeSts::start();
+    let token = h.dir.path().join("token");
+    write(&token, "a-token");
+    let token = token.to_string_lossy().into_owned();
+    let web_identity = [
+        ("AWS_ROLE_ARN", FEDERATED),
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", token.as_str()),
+    ];
+    // What, keyless (the harness's keys removed), the variables added, what the check says.
+    type Case<'a> = (&'a str, bool, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "the harness's keys",
+            false,
+            vec![],
+            "static keys (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
+        ),
+        (
+            "keys before web identity, as the chain orders them",
+            false,
+            web_identity.to_vec(),
+            "static keys (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
+        ),
+        (
+            "web identity",
+            true,
+            web_identity.to_vec(),
+            "web identity (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE)",
+        ),
+        (
+            "a profile",
+            true,
+            vec![("AWS_PROFILE", "ecr")],
+            "profile ecr (AWS_PROFILE)",
+        ),
+        (
+            "EKS Pod Identity",
+            true,
+            vec![(
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                "http://169.254.170.23/v1/credentials",
+            )],
+            "container credentials (AWS_CONTAINER_CREDENTIALS_FULL_URI)",
+        ),
+        (
+            "instance metadata",
+            true,
+            vec![("AWS_EC2_METADATA_DISABLED", "false")],
+            "instance metadata (no other source set up)",
+        ),
+        (
+            "assume role over keys",
+            false,
+            vec![("ECR_REFRESH_ASSUME_ROLE_ARN", READER)],
+            "assume role arn:aws:iam::210987654321:role/ecr-reader over static keys (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
+        ),
+    ];
+    for (what, keyless, extra, said) in cases {
+        let mut env = vec![("ECR_REFRESH_MODE", "check")];
+        env.extend(extra);
+        let run = h.checked(command(&h, &sts, keyless, &env).output().expect("runs"));
+        run.expect_code(0);
+        let lines = run.messages_starting("credentials");
+        assert_eq!(
+            lines.len(),
+            1,
+            "{what}: one credentials line: {}",
+            run.stdout
+        );
+        assert_eq!(lines[0]["credentials"], said, "{what}");
+    }
+    assert_eq!(sts.calls(), [], "a check asks AWS nothing");
+
+    // Nothing set up (instance metadata off, as the harness has it): a refresh would fail.
+    let run = h.checked(
+        command(&h, &sts, true, &[("ECR_REFRESH_MODE", "check")])
+            .output()
+            .expect("runs"),
+    );
+    run.expect_code(1);
+    let lines = run.messages_starting("credentials: a refresh would fail");
+    assert_eq!(lines.len(), 1, "{}", run.stdout);
+    assert_eq!(lines[0]["credentials"], "none");
+    assert!(
+        lines[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("no AWS credentials: none of the sources is set up")),
+        "{}",
+        lines[0]
+    );
+}

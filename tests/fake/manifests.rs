@@ -434,21 +434,41 @@ fn the_books_install_overlay_renders_with_kubectl_alone() {
     }
 }
 
-/// A book overlay's kustomization added to the install overlay's, as the page says to: its
-/// own `resources` (the variant and its files) and fields (`namespace`, `namePrefix`), the
-/// install overlay's `images`, then both lists of `components` and `patches`.
+/// A book overlay's kustomization added to the install overlay's, as the page says to: the
+/// install overlay with the snippet's fields (`namespace`, `namePrefix`), its `resources`
+/// added (a variant of the manifests it names replaces the install overlay's), and both
+/// lists of `components` and `patches`, the install overlay's first. A snippet shows only
+/// what it adds.
 fn added_to(base: &str, snippet: &str) -> String {
-    let base = objects(base)
+    let mut merged = objects(base)
         .into_iter()
         .next()
         .expect("the install overlay");
-    let mut merged = objects(snippet).into_iter().next().expect("the overlay");
-    merged["images"] = base["images"].clone();
-    for key in ["components", "patches"] {
-        let mut list = base[key].as_array().cloned().unwrap_or_default();
-        list.extend(merged[key].as_array().cloned().unwrap_or_default());
-        if !list.is_empty() {
-            merged[key] = Value::Array(list);
+    let snippet = objects(snippet).into_iter().next().expect("the overlay");
+    let snippet = snippet.as_object().expect("a kustomization");
+    for (key, value) in snippet {
+        let added = value.as_array().cloned().unwrap_or_default();
+        match key.as_str() {
+            // The manifests' variant a snippet names replaces the install overlay's; its own
+            // files are added.
+            "resources" => {
+                let variant = |r: &Value| {
+                    r.as_str()
+                        .is_some_and(|r| r.starts_with("../ecr-refresh/manifests"))
+                };
+                let mut list: Vec<Value> = merged[key].as_array().cloned().unwrap_or_default();
+                if added.iter().any(variant) {
+                    list.retain(|r| !variant(r));
+                }
+                list.extend(added);
+                merged[key] = Value::Array(list);
+            }
+            "components" | "patches" => {
+                let mut list = merged[key].as_array().cloned().unwrap_or_default();
+                list.extend(added);
+                merged[key] = Value::Array(list);
+            }
+            _ => merged[key] = value.clone(),
         }
     }
     serde_json::to_string(&merged).expect("JSON")
@@ -474,6 +494,7 @@ fn the_books_overlays_render_what_they_say() {
             "EKS Pod Identity",
             "Static keys",
             "A Pushgateway",
+            "Argo CD",
             "Without the admission policy",
             "Your own namespaces, namespaced",
             "Into another namespace, a new namespace",
@@ -604,6 +625,7 @@ fn the_books_overlays_render_what_they_say() {
                 );
                 assert!(find("PrometheusRule", "ecr-refresh").is_some(), "{what}");
             }
+            "Argo CD" => argocd_registry_everywhere(&text, what),
             "Without the admission policy" => {
                 let kinds: BTreeSet<String> = docs
                     .iter()
@@ -670,6 +692,148 @@ fn the_books_overlays_render_what_they_say() {
             other => panic!("no assertions for the overlay {other:?}"),
         }
     }
+}
+
+/// The registry the kustomize page's Argo CD overlay writes once (its own component's
+/// literals), and the Secret names that go with it.
+const ARGOCD_HOST: &str = "111122223333.dkr.ecr.eu-west-1.amazonaws.com";
+const ARGOCD_NAMES: [&str; 2] = [
+    "aws-ecr-token-111122223333-eu-west-1",
+    "aws-ecr-token-111122223333-eu-west-1-repository",
+];
+
+/// An Argo CD overlay's rendering carries its registry in every place that names one: the
+/// CronJob's ECR_REFRESH_REGISTRIES, the ClusterRole's resourceNames, and in the admission
+/// policy the names (matchCondition, maps, message), the urls and their base64 text. Nothing
+/// of the component's example registry (account 123456789012, us-east-1) is left, in plain
+/// or base64 form, and the source objects are not rendered.
+fn argocd_registry_everywhere(rendered: &str, what: &str) {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let docs = objects(rendered);
+    let find = |kind: &str, name: &str| -> &Value {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{what}: {kind} {name}"))
+    };
+    let env = env_map(rendered);
+    assert_eq!(
+        env.get("ECR_REFRESH_REGISTRIES").map(String::as_str),
+        Some(ARGOCD_HOST),
+        "{what}: ECR_REFRESH_REGISTRIES"
+    );
+    let role = find("ClusterRole", "ecr-refresh-argocd");
+    assert_eq!(
+        role["rules"][0]["resourceNames"],
+        serde_json::json!(ARGOCD_NAMES),
+        "{what}: the ClusterRole's names"
+    );
+    let policy = find("ValidatingAdmissionPolicy", "ecr-refresh-argocd");
+    let [creds, repository] = ARGOCD_NAMES;
+    let condition = policy["spec"]["matchConditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "an-argocd-secret"))
+        .and_then(|c| c["expression"].as_str())
+        .unwrap_or_else(|| panic!("{what}: the an-argocd-secret matchCondition"));
+    assert!(
+        condition.contains(&format!("[\"{creds}\",\"{repository}\"]")),
+        "{what}: the matchCondition's names: {condition}"
+    );
+    let variable = |name: &str| -> String {
+        policy["spec"]["variables"]
+            .as_array()
+            .and_then(|v| v.iter().find(|v| v["name"] == name))
+            .and_then(|v| v["expression"].as_str())
+            .unwrap_or_else(|| panic!("{what}: the variable {name}"))
+            .to_owned()
+    };
+    assert_eq!(
+        variable("urls"),
+        format!("{{'{creds}': '{ARGOCD_HOST}/', '{repository}': '{ARGOCD_HOST}'}}"),
+        "{what}: urls"
+    );
+    assert_eq!(
+        variable("encodedUrls"),
+        format!(
+            "{{'{creds}': '{}', '{repository}': '{}'}}",
+            b64(&format!("{ARGOCD_HOST}/")),
+            b64(ARGOCD_HOST)
+        ),
+        "{what}: encodedUrls, base64 as a Secret's data reaches CEL"
+    );
+    assert_eq!(
+        variable("kinds"),
+        format!("{{'{creds}': 'repo-creds', '{repository}': 'repository'}}"),
+        "{what}: kinds"
+    );
+    let messages: Vec<&str> = policy["spec"]["validations"]
+        .as_array()
+        .expect("validations")
+        .iter()
+        .filter_map(|v| v["message"].as_str())
+        .filter(|m| m.contains("may only write the Argo CD Secrets"))
+        .collect();
+    assert_eq!(messages.len(), 1, "{what}: the message naming the Secrets");
+    assert!(
+        messages[0].contains(creds) && messages[0].contains(repository),
+        "{what}: {}",
+        messages[0]
+    );
+    for example in [
+        "123456789012",
+        "us-east-1",
+        &b64("123456789012.dkr.ecr.us-east-1.amazonaws.com/"),
+        &b64("123456789012.dkr.ecr.us-east-1.amazonaws.com"),
+    ] {
+        assert!(
+            !rendered.contains(example),
+            "{what}: the component's example registry is left: {example}"
+        );
+    }
+    assert!(
+        !rendered.contains("ecr-refresh-argocd-registry"),
+        "{what}: the registry's source objects are not applied"
+    );
+}
+
+/// The same Argo CD overlay under the kustomize kubectl 1.30 and 1.31 bundle
+/// (`ECR_REFRESH_KUSTOMIZE_5_0`, `.ci/go-tool kustomize-5.0`), which runs a parent's
+/// generators after its components: the registry's own component comes first.
+#[test]
+#[ignore = "needs kubectl and ECR_REFRESH_KUSTOMIZE_5_0 (bash .ci/test)"]
+fn the_argocd_overlay_writes_its_registry_everywhere_under_kubectl_1_30s_kustomize() {
+    let kustomize_5_0 = std::env::var_os("ECR_REFRESH_KUSTOMIZE_5_0")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .expect(
+            "needs ECR_REFRESH_KUSTOMIZE_5_0: \
+             export ECR_REFRESH_KUSTOMIZE_5_0=\"$(bash .ci/go-tool kustomize-5.0 | tail -1)/kustomize\"",
+        );
+    let page = common::docs::page("install/kustomize.md");
+    let base = common::manifests::book_overlays(&page, &["With kustomize"])
+        .into_iter()
+        .next()
+        .expect("the page's install overlay");
+    let mut overlay = common::manifests::book_overlays(&page, &["Changes in your overlay"])
+        .into_iter()
+        .find(|o| o.name == "Argo CD")
+        .expect("the page's Argo CD overlay");
+    overlay.files[0].1 = added_to(&base.files[0].1, &overlay.files[0].1);
+    let (_dir, install) = common::manifests::write_book_overlay(&overlay);
+    let out = std::process::Command::new(&kustomize_5_0)
+        .arg("build")
+        .arg(&install)
+        .output()
+        .expect("running kustomize 5.0");
+    assert!(
+        out.status.success(),
+        "kustomize 5.0 build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    argocd_registry_everywhere(
+        &String::from_utf8(out.stdout).expect("UTF-8"),
+        "Argo CD (kustomize 5.0)",
+    );
 }
 
 /// No region is chosen for the user: the chart's `aws.region` is empty, the rendered

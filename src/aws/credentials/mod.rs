@@ -16,6 +16,7 @@
 
 pub mod assume_role;
 pub mod roles_anywhere;
+pub mod set_up;
 
 use std::fmt;
 use std::time::Duration;
