@@ -1,19 +1,36 @@
 //! The log lines an operator reads: one per namespace, and the summary.
 
+use std::fmt::Display;
 use std::time::SystemTime;
 
 use tracing::{Level, error, warn};
 
 use super::report::{Report, Summary};
 use crate::config::Config;
-use crate::pull_secret::write::{SkipReason, Written};
+use crate::owned::{Settled, SkipReason};
 use crate::report::{AccountOutcome, Outcome, exit};
 use crate::run::end::NOTHING_SELECTED;
 
-pub(super) fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
+/// A Secret the run stopped before: `registry` is an Argo CD Secret's (None: a namespace's).
+pub(super) fn log_left_undone(namespace: &str, secret: &str, registry: Option<&str>, reason: &str) {
     let error = format!("left undone: {reason}; the next run covers it");
+    log_failed(namespace, secret, registry, &error);
+}
+
+/// The one line for a Secret that failed: a namespace's pull Secret, or (with the `registry` it
+/// holds the token of) an Argo CD Secret.
+pub(super) fn log_failed(
+    namespace: &str,
+    secret: &str,
+    registry: Option<&str>,
+    error: &dyn Display,
+) {
+    let (argocd, message) = match registry {
+        Some(_) => (Some(true), "Argo CD Secret failed"),
+        None => (None, "namespace failed"),
+    };
     // `as_str`, not `%`: a &str field is quoted in text logs, as every other line's outcome is.
-    error!(namespace, secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "namespace failed");
+    error!(namespace, secret, argocd, registry, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "{message}");
 }
 
 /// One line per registry whose entry this run removed from the pull Secrets, because an earlier
@@ -45,7 +62,7 @@ pub(super) fn log_dropped(dropped: &std::collections::BTreeMap<String, usize>, d
 pub(super) fn log_written(
     namespace: &str,
     secret: &str,
-    w: &Written,
+    w: &Settled,
     accounts: &str,
     account_error: &str,
 ) {
