@@ -247,8 +247,6 @@ pub async fn write<O: Owned>(
     // What our create sent, when its answer may have been lost (an earlier attempt of the POST
     // failed): a Secret found holding exactly that is the one this run created.
     let mut maybe_ours: Option<Data> = None;
-    let created =
-        |uid, deleted_uid| Settled::created(owned.dry_run(), uid, deleted_uid, owned.expiry());
     let mut read = Some(first);
     for _ in 0..ATTEMPTS {
         let current = match read.take() {
@@ -256,14 +254,12 @@ pub async fn write<O: Owned>(
             None => self::read::<O::Error>(api, name).await?,
         };
         let Some(current) = current else {
-            match create(api, owned).await? {
-                Created::Stored(uid) => return Ok(created(uid, deleted_uid)),
-                Created::AppearedMeanwhile { lost_answer } => {
+            match create(api, owned, deleted_uid.clone()).await? {
+                Created::Settled(settled) => return Ok(settled),
+                Created::AppearedMeanwhile(lost_answer) => {
                     maybe_ours = lost_answer;
                     continue;
                 }
-                Created::Skipped(reason) => return Ok(Settled::skipped(reason)),
-                Created::NoNamespace => return owned.no_namespace(),
             }
         };
         if let Some(sent) = maybe_ours.take()
@@ -275,7 +271,9 @@ pub async fn write<O: Owned>(
                 secret = name,
                 "our create's answer was lost; the Secret found is the one it created"
             );
-            return Ok(created(current.metadata.uid, deleted_uid));
+            let (dry_run, expiry) = (owned.dry_run(), owned.expiry());
+            let uid = current.metadata.uid;
+            return Ok(Settled::created(dry_run, uid, deleted_uid, expiry));
         }
         let uid = current.metadata.uid.clone();
         match apply(api, owned, &current).await? {
@@ -312,19 +310,19 @@ fn holds_what_was_sent(found: &Secret, sent: &Data) -> bool {
 }
 
 enum Created {
-    Stored(Option<String>),
-    /// 409 AlreadyExists. When an earlier attempt of the POST failed (its answer may have
-    /// been lost after the server stored it), what it sent.
-    AppearedMeanwhile {
-        lost_answer: Option<Data>,
-    },
-    /// A namespace being deleted takes its Secrets with it: nothing to write.
-    Skipped(SkipReason),
-    NoNamespace,
+    /// What the write comes to: created (`deleted_uid`: recreated), or skipped.
+    Settled(Settled),
+    /// 409 AlreadyExists: read it again. When an earlier attempt of the POST failed (its answer
+    /// may have been lost after the server stored it), what it sent.
+    AppearedMeanwhile(Option<Data>),
 }
 
 /// POST: fails with 409 AlreadyExists, never overwrites, if a Secret appeared since our read.
-async fn create<O: Owned>(api: &Api<Secret>, owned: &O) -> Result<Created, O::Error> {
+async fn create<O: Owned>(
+    api: &Api<Secret>,
+    owned: &O,
+    deleted_uid: Option<String>,
+) -> Result<Created, O::Error> {
     let body = owned.create_body()?;
     let params = PostParams {
         dry_run: owned.dry_run(),
@@ -336,17 +334,21 @@ async fn create<O: Owned>(api: &Api<Secret>, owned: &O) -> Result<Created, O::Er
         api.create(&params, &body)
     })
     .await;
-    match sent {
-        Ok(created) => Ok(Created::Stored(created.metadata.uid)),
-        Err(RequestError::Api(s)) if s.is_already_exists() => Ok(Created::AppearedMeanwhile {
-            lost_answer: (tries > 1).then(|| body.data.unwrap_or_default()),
-        }),
-        Err(RequestError::Api(s)) if is_namespace_terminating(&s) => {
-            Ok(Created::Skipped(SkipReason::NamespaceTerminating))
+    let (dry_run, expiry) = (owned.dry_run(), owned.expiry());
+    let settled = match sent {
+        Ok(created) => Settled::created(dry_run, created.metadata.uid, deleted_uid, expiry),
+        Err(RequestError::Api(s)) if s.is_already_exists() => {
+            let sent = (tries > 1).then(|| body.data.unwrap_or_default());
+            return Ok(Created::AppearedMeanwhile(sent));
         }
-        Err(RequestError::Api(s)) if is_namespace_not_found(&s) => Ok(Created::NoNamespace),
-        Err(e) => Err(failed("create", e)),
-    }
+        // A namespace being deleted takes its Secrets with it: nothing to write.
+        Err(RequestError::Api(s)) if is_namespace_terminating(&s) => {
+            Settled::skipped(SkipReason::NamespaceTerminating)
+        }
+        Err(RequestError::Api(s)) if is_namespace_not_found(&s) => owned.no_namespace()?,
+        Err(e) => return Err(failed("create", e)),
+    };
+    Ok(Created::Settled(settled))
 }
 
 enum Applied {

@@ -15,7 +15,7 @@ use secrecy::{ExposeSecret as _, SecretString};
 use sha2::{Digest as _, Sha256};
 
 use crate::argocd::{
-    Kind, PASSWORD_DIGEST_ANNOTATION, RepoType, SECRET_TYPE_LABEL, Target, USERNAME,
+    ArgoCd, Kind, PASSWORD_DIGEST_ANNOTATION, RepoType, SECRET_TYPE_LABEL, Target, USERNAME,
 };
 use crate::cluster::names::ProjectName;
 use crate::owned::{Owned, OwnedError, Settled, WriteError};
@@ -192,14 +192,14 @@ impl OwnedError for ArgoError {
 pub fn judge(
     current: Option<Secret>,
     target: &Target,
-    repo_type: RepoType,
-    project: Option<&ProjectName>,
+    argocd: &ArgoCd,
     policy: &Policy<'_>,
     now: SystemTime,
 ) -> Result<Judged, ArgoError> {
     if let Some(current) = &current {
         can_write(current, target.kind)?;
     }
+    let (repo_type, project) = (argocd.repo_type, argocd.project.as_ref());
     let decision = decide(current.as_ref(), target, repo_type, project, policy, now);
     Ok(Judged { current, decision })
 }

@@ -9,19 +9,20 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use tracing::{Level, info};
+use tracing::info;
 
 use super::report::Report;
-use crate::argocd::secret::{self, ArgoError, Desired};
+use crate::argocd::secret::{self as argo_secret, ArgoError, Desired};
 use crate::argocd::{self as argo, ArgoCd, Target};
 use crate::aws::registry::RegistryHost;
-use crate::owned::{self, Settled, SkipReason};
+use crate::cluster::reads::Read;
+use crate::owned::{self, Settled};
 use crate::pull_secret::due::Judged;
 use crate::report::Outcome;
 
 use super::Shared;
-use super::lines::{log_failed, log_left_undone};
-use super::secret::{Kind, NotRefreshed, Seen};
+use super::lines::{ArgoCdFields, log_failed, log_left_undone, log_written};
+use super::secret::{self, Kind, NotRefreshed};
 use super::tokens::{Fetched, TokenError};
 
 /// Every Argo CD Secret, one after the other (a handful: one per private registry), then a
@@ -43,9 +44,19 @@ pub(super) async fn refresh(
             report.record_argocd(secret, Outcome::Failed);
             continue;
         }
-        match refresh_one(shared, argocd, &api, target).await {
+        let mut kind = ArgoSecret {
+            shared,
+            argocd,
+            api: &api,
+            target,
+        };
+        match secret::refresh(&mut kind, shared.tokens, &api, secret, Read::ByName).await {
             Ok(settled) => {
-                log_settled(namespace, target, argocd, &settled);
+                let fields = ArgoCdFields {
+                    registry: target.registry.host(),
+                    repo_type: argocd.repo_type.as_str(),
+                };
+                log_written(namespace, secret, Some(fields), &settled, "", "");
                 report.record_argocd(secret, settled.outcome);
             }
             Err(NotRefreshed::Tokens(e)) => return Err(e),
@@ -71,17 +82,8 @@ impl Kind for ArgoSecret<'_> {
     type Error = ArgoError;
 
     async fn judge(&mut self, current: Option<Secret>) -> Result<Judged, ArgoError> {
-        let argocd = self.argocd;
-        let (repo_type, project) = (argocd.repo_type, argocd.project.as_ref());
-        let now = SystemTime::now();
-        secret::judge(
-            current,
-            self.target,
-            repo_type,
-            project,
-            &self.shared.policy,
-            now,
-        )
+        let (target, policy) = (self.target, &self.shared.policy);
+        argo_secret::judge(current, target, self.argocd, policy, SystemTime::now())
     }
 
     async fn write(
@@ -110,68 +112,6 @@ impl Kind for ArgoSecret<'_> {
         let namespace = self.argocd.namespace.as_str();
         owned::write(self.api, namespace, &desired, current).await
     }
-}
-
-/// Reads the Secret, then refreshes it.
-async fn refresh_one(
-    shared: &Shared<'_>,
-    argocd: &ArgoCd,
-    api: &Api<Secret>,
-    target: &Target,
-) -> Result<Settled, NotRefreshed<ArgoError>> {
-    let current = owned::read(api, target.name.as_str())
-        .await
-        .map_err(|e| NotRefreshed::Failed(e, Seen::default()))?;
-    let mut argo_secret = ArgoSecret {
-        shared,
-        argocd,
-        api,
-        target,
-    };
-    super::secret::refresh(&mut argo_secret, shared.tokens, current).await
-}
-
-/// One line per Argo CD Secret, as for a namespace: the uid before and after says it was
-/// written in place.
-fn log_settled(namespace: &str, target: &Target, argocd: &ArgoCd, w: &Settled) {
-    let secret = target.name.as_str();
-    let registry = target.registry.host();
-    let repo_type = argocd.repo_type.as_str();
-    let uid_before = w.uid_before.as_deref().unwrap_or("-");
-    let uid_after = w.uid_after.as_deref().unwrap_or("-");
-    let outcome = w.outcome.as_str();
-    let message = match w.outcome {
-        Outcome::Created => "Argo CD Secret created",
-        Outcome::Updated => "Argo CD Secret updated in place",
-        Outcome::Recreated => {
-            "Argo CD Secret was deleted during the run; created it fresh with the new token"
-        }
-        Outcome::WouldCreate => "dry run: Argo CD Secret would be created",
-        Outcome::WouldUpdate => "dry run: Argo CD Secret would be updated in place",
-        Outcome::Fresh => "Argo CD Secret is fresh: not due, not written",
-        Outcome::Skipped | Outcome::Failed => "Argo CD Secret not written",
-    };
-    let reason = w.reason.map(SkipReason::as_str);
-    let rfc3339 =
-        |t: Option<SystemTime>| t.map(|t| humantime::format_rfc3339_seconds(t).to_string());
-    let (expires_at, due_at) = (rfc3339(w.expires_at), rfc3339(w.due_at));
-    let (expires_at, due_at, due) = (expires_at.as_deref(), due_at.as_deref(), w.due.as_deref());
-    tracing::event!(
-        Level::INFO,
-        namespace,
-        secret,
-        argocd = true,
-        registry,
-        repo_type,
-        outcome,
-        uid_before,
-        uid_after,
-        reason,
-        due,
-        expires_at,
-        due_at,
-        "{message}"
-    );
 }
 
 /// A registry this run removed from the pull Secrets (no longer configured) keeps its Argo

@@ -42,7 +42,7 @@ use crate::run::stop::Stop;
 use install_name::InstallName;
 use lines::{log_dropped, log_failed, log_left_undone, log_summary, log_written};
 use report::{Report, Summary};
-use secret::{Kind, NotRefreshed, Seen};
+use secret::{Kind, NotRefreshed};
 use tokens::{Fetched, TokenError, Tokens};
 
 /// What a run came to, for its end.
@@ -411,7 +411,7 @@ async fn refresh_namespace(shared: &Shared<'_>, work: Work) -> Result<Done, Arc<
         (false, Origin::Named | Origin::Listed) => None,
     };
     if let Some(reason) = skip {
-        log_written(&namespace, secret, &Settled::skipped(reason), "", "");
+        log_written(&namespace, secret, None, &Settled::skipped(reason), "", "");
         return Ok(Done::skipped(namespace, reason));
     }
     write_namespace(shared, &namespace, candidate.origin, read, accounts).await
@@ -420,7 +420,7 @@ async fn refresh_namespace(shared: &Shared<'_>, work: Work) -> Result<Done, Arc<
 /// A namespace's pull Secret, as one kind of Secret a refresh writes.
 struct PullSecret<'s, 'a> {
     shared: &'s Shared<'a>,
-    api: Api<Secret>,
+    api: &'s Api<Secret>,
     namespace: &'s str,
     origin: Origin,
     /// The run's policy, with the install name once it is asked for.
@@ -453,7 +453,7 @@ impl Kind for PullSecret<'_, '_> {
         let missing = current.is_none()
             && self.origin == Origin::Named
             && self.shared.tokens.fetched().is_none()
-            && write::namespace_missing(&self.api, &self.shared.config.secret_name).await;
+            && write::namespace_missing(self.api, &self.shared.config.secret_name).await;
         missing.then_some(SkipReason::NamespaceNotFound)
     }
 
@@ -466,37 +466,13 @@ impl Kind for PullSecret<'_, '_> {
             self.policy.install = self.shared.install.get().await;
         }
         let desired = fetched.desired(self.shared.config, self.policy.install);
-        let mut settled = owned::write(&self.api, self.namespace, &desired, current).await?;
+        let mut settled = owned::write(self.api, self.namespace, &desired, current).await?;
         // Listed, then gone before its create: deleted during the run, not a name that is wrong.
         if self.origin == Origin::Listed && settled.reason == Some(SkipReason::NamespaceNotFound) {
             settled.reason = Some(SkipReason::NamespaceDeleted);
         }
         Ok(settled)
     }
-}
-
-/// Reads the Secret (unless the list did), then refreshes it.
-async fn refresh_secret(
-    shared: &Shared<'_>,
-    namespace: &str,
-    origin: Origin,
-    read: Read<Secret>,
-) -> Result<Settled, NotRefreshed<SecretError>> {
-    let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
-    let current = match read {
-        Read::Listed(listed) => listed,
-        Read::ByName => owned::read(&api, shared.config.secret_name.as_str())
-            .await
-            .map_err(|e| NotRefreshed::Failed(e, Seen::default()))?,
-    };
-    let mut pull_secret = PullSecret {
-        shared,
-        api,
-        namespace,
-        origin,
-        policy: shared.policy,
-    };
-    secret::refresh(&mut pull_secret, shared.tokens, current).await
 }
 
 /// The Secret, then the ServiceAccounts; one log line, and a Warning Event on failure.
@@ -509,7 +485,16 @@ async fn write_namespace(
 ) -> Result<Done, Arc<TokenError>> {
     let config = shared.config;
     let secret = config.secret_name.as_str();
-    let settled = match refresh_secret(shared, namespace, origin, read).await {
+    let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
+    let mut pull_secret = PullSecret {
+        shared,
+        api: &api,
+        namespace,
+        origin,
+        policy: shared.policy,
+    };
+    let refreshed = secret::refresh(&mut pull_secret, shared.tokens, &api, secret, read);
+    let settled = match refreshed.await {
         Ok(settled) => settled,
         Err(NotRefreshed::Tokens(e)) => return Err(e),
         Err(NotRefreshed::Failed(e, seen)) => {
@@ -564,6 +549,7 @@ async fn write_namespace(
     log_written(
         namespace,
         secret,
+        None,
         &settled,
         &account_notes.join(","),
         &account_errors.join("; "),

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
 
-use crate::owned::{Settled, SkipReason};
+use crate::cluster::reads::Read;
+use crate::owned::{self, OwnedError, Settled, SkipReason};
 use crate::pull_secret::due::{self, Decision, Judged};
 use crate::report::Outcome;
 
@@ -16,7 +18,7 @@ use super::tokens::{Fetched, TokenError, Tokens};
 
 /// What differs between the kinds of Secret a refresh writes.
 pub(super) trait Kind {
-    type Error;
+    type Error: OwnedError;
     /// Whether the Secret as read (None: there is none) may be written, and is due.
     async fn judge(&mut self, current: Option<Secret>) -> Result<Judged, Self::Error>;
     /// Before the first token is fetched: whether a due Secret (`current` as read) is skipped
@@ -49,12 +51,21 @@ pub(super) struct Seen {
     pub expires_at: Option<SystemTime>,
 }
 
-/// Judges the Secret as read (`current`); if it is due, gets the tokens and writes it.
+/// Reads the Secret named `name` (unless the list did: `read`) and judges it; if it is due,
+/// gets the tokens and writes it.
 pub(super) async fn refresh<K: Kind>(
     kind: &mut K,
     tokens: &Tokens<'_>,
-    current: Option<Secret>,
+    api: &Api<Secret>,
+    name: &str,
+    read: Read<Secret>,
 ) -> Result<Settled, NotRefreshed<K::Error>> {
+    let current = match read {
+        Read::Listed(listed) => listed,
+        Read::ByName => owned::read(api, name)
+            .await
+            .map_err(|e| NotRefreshed::Failed(e, Seen::default()))?,
+    };
     let seen = Seen {
         read: true,
         uid: current.as_ref().and_then(|s| s.metadata.uid.clone()),
