@@ -22,7 +22,7 @@ use crate::report::Outcome;
 
 use super::Shared;
 use super::lines::{ArgoCdFields, log_failed, log_left_undone, log_written};
-use super::secret::{self, Kind, NotRefreshed};
+use super::secret::{self, NotRefreshed, SecretKind};
 use super::tokens::{Fetched, TokenError};
 
 /// Every Argo CD Secret, one after the other (a handful: one per private registry), then a
@@ -78,7 +78,7 @@ struct ArgoSecret<'s> {
     target: &'s Target,
 }
 
-impl Kind for ArgoSecret<'_> {
+impl SecretKind for ArgoSecret<'_> {
     type Error = ArgoError;
 
     async fn judge(&mut self, current: Option<Secret>) -> Result<Judged, ArgoError> {

@@ -42,7 +42,7 @@ use crate::run::stop::Stop;
 use install_name::InstallName;
 use lines::{log_dropped, log_failed, log_left_undone, log_summary, log_written};
 use report::{Report, Summary};
-use secret::{Kind, NotRefreshed};
+use secret::{NotRefreshed, SecretKind};
 use tokens::{Fetched, TokenError, Tokens};
 
 /// What a run came to, for its end.
@@ -427,7 +427,7 @@ struct PullSecret<'s, 'a> {
     policy: Policy<'s>,
 }
 
-impl Kind for PullSecret<'_, '_> {
+impl SecretKind for PullSecret<'_, '_> {
     type Error = SecretError;
 
     async fn judge(&mut self, current: Option<Secret>) -> Result<Judged, SecretError> {

@@ -1,7 +1,7 @@
 //! The one per-Secret refresh, for every Secret we own: judged as read, left as it is when it is
 //! fresh, else written from the run's tokens (fetched by the first Secret that is due). The
 //! namespaces' pull Secrets (`refresh`) and the Argo CD Secrets (`refresh::argocd`) are its two
-//! kinds; what differs between them is a `Kind`.
+//! kinds; what differs between them is a `SecretKind`.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -17,7 +17,7 @@ use crate::report::Outcome;
 use super::tokens::{Fetched, TokenError, Tokens};
 
 /// What differs between the kinds of Secret a refresh writes.
-pub(super) trait Kind {
+pub(super) trait SecretKind {
     type Error: OwnedError;
     /// Whether the Secret as read (None: there is none) may be written, and is due.
     async fn judge(&mut self, current: Option<Secret>) -> Result<Judged, Self::Error>;
@@ -53,7 +53,7 @@ pub(super) struct Seen {
 
 /// Reads the Secret named `name` (unless the list did: `read`) and judges it; if it is due,
 /// gets the tokens and writes it.
-pub(super) async fn refresh<K: Kind>(
+pub(super) async fn refresh<K: SecretKind>(
     kind: &mut K,
     tokens: &Tokens<'_>,
     api: &Api<Secret>,
