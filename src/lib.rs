@@ -4,7 +4,8 @@
 //! - `logging`, `glob`, `report`: shared vocabulary (log setup, globs, outcomes, exit codes);
 //! - `aws`: the SDK, ECR tokens, partitions, registry hosts and the registry login;
 //! - `cluster`: the API server client, its retry, namespaces, names, Events, and how a run
-//!   reads its Secrets (one list, or a GET per namespace);
+//!   reads its Secrets (one list, or a GET per namespace); `owned`, beside it: the
+//!   one write protocol of a Secret we own;
 //! - `pull_secret`: the docker config, the due decision, the write and the ServiceAccounts;
 //!   `argocd`, beside it: Argo CD's repository credentials, judged and written the same way;
 //!   `pods`: what a pod pulls with, whether it is stuck, and whether an eviction recovers it;
@@ -26,6 +27,7 @@ pub mod evict;
 pub mod glob;
 pub mod logging;
 pub mod metrics;
+pub mod owned;
 pub mod pods;
 pub mod pull_secret;
 pub mod refresh;

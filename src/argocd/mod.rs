@@ -2,8 +2,9 @@
 //! namespace (ECR_REFRESH_ARGOCD_NAMESPACE), holding the registry's token as the password
 //! Argo CD's repo-server logs in to Helm-OCI (or OCI) repositories with.
 //!
-//! What one holds, by name (`secret`), whether it is due (`due`, by the pull Secret's own
-//! rules of expiry), and its write (`write`: uid-pinned server-side apply, never a delete).
+//! What one holds, by name, whether it is due (by the pull Secret's own rules of expiry), and
+//! its write (`secret`: one implementation of `owned::Owned`, the uid-pinned server-side apply
+//! the pull Secret's write is too, never a delete).
 //!
 //! How Argo CD picks credentials for an Application's `repoURL` (argo-cd's
 //! util/db/repository_secrets.go and util/git/git.go, `NormalizeGitURL`): both URLs are
@@ -18,7 +19,6 @@
 //! our name: `secret::can_write`).
 
 pub mod secret;
-pub mod write;
 
 use std::fmt;
 use std::str::FromStr;

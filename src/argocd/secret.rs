@@ -1,5 +1,9 @@
-//! What an Argo CD Secret of ours holds, and whether one as read is due: by the pull Secret's
-//! rules of expiry (`due::expiry`), then by its content.
+//! What an Argo CD Secret of ours holds, whether one as read may be written and is due (by the
+//! pull Secret's rules of expiry, `due::expiry`, then by its content), and its write: one
+//! implementation of `owned::Owned`, written by `owned::write` as the pull Secret is
+//! (server-side apply pinned to the uid and resourceVersion read; a create is a POST, which
+//! never overwrites; never a delete). What others put in it (keys, labels, annotations) stays:
+//! an apply only touches the fields its manager sends.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -11,10 +15,11 @@ use secrecy::{ExposeSecret as _, SecretString};
 use sha2::{Digest as _, Sha256};
 
 use crate::argocd::{
-    Kind, PASSWORD_DIGEST_ANNOTATION, RepoType, SECRET_TYPE_LABEL, Target, USERNAME,
+    ArgoCd, Kind, PASSWORD_DIGEST_ANNOTATION, RepoType, SECRET_TYPE_LABEL, Target, USERNAME,
 };
 use crate::cluster::names::ProjectName;
-use crate::pull_secret::due::{self, Decision, Due, Policy};
+use crate::owned::{Owned, OwnedError, Settled, WriteError};
+use crate::pull_secret::due::{self, Decision, Due, Judged, Policy};
 use crate::pull_secret::{
     EXPIRES_ANNOTATION, FIELD_MANAGER, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION,
 };
@@ -95,18 +100,12 @@ fn data(
 }
 
 /// The object we apply or create: only the fields we own.
-pub fn body(
-    desired: &Desired<'_>,
-    uid: Option<String>,
-    resource_version: Option<String>,
-) -> Secret {
+pub fn body(desired: &Desired<'_>) -> Secret {
     let host = desired.target.registry.host();
     let password = desired.password.expose_secret().as_bytes();
     Secret {
         metadata: ObjectMeta {
             name: Some(desired.target.name.as_str().to_owned()),
-            uid,
-            resource_version,
             labels: Some(BTreeMap::from([
                 (
                     SECRET_TYPE_LABEL.to_owned(),
@@ -134,6 +133,75 @@ pub fn body(
         )),
         ..Secret::default()
     }
+}
+
+/// The Argo CD Secret as one `owned` Secret: written by `owned::write` in the Argo CD namespace.
+impl Owned for Desired<'_> {
+    type Error = ArgoError;
+
+    fn name(&self) -> &str {
+        self.target.name.as_str()
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn expiry(&self) -> Option<SystemTime> {
+        self.expiry
+    }
+
+    fn may_write(&self, current: &Secret) -> Result<(), ArgoError> {
+        Ok(can_write(current, self.target.kind)?)
+    }
+
+    fn create_body(&self) -> Result<Secret, ArgoError> {
+        Ok(body(self))
+    }
+
+    fn apply_body(&self, _current: &Secret, _settled: &mut Settled) -> Result<Secret, ArgoError> {
+        Ok(body(self))
+    }
+
+    /// The Argo CD namespace is configured, not listed: one that does not exist is a failure.
+    fn no_namespace(&self) -> Result<Settled, ArgoError> {
+        Err(ArgoError::NoNamespace)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArgoError {
+    #[error(transparent)]
+    NotOurs(#[from] NotOurs),
+    #[error("the Argo CD namespace does not exist: create it, or fix ECR_REFRESH_ARGOCD_NAMESPACE")]
+    NoNamespace,
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+impl OwnedError for ArgoError {
+    const SECRET: &'static str = "the Argo CD Secret";
+    const GRANTED: &'static str = ", in the Argo CD namespace (the chart's argocd.namespace, or the \
+         kustomize component components/argocd: a ClusterRole and ClusterRoleBinding ecr-refresh-argocd, \
+         whose binding names this ServiceAccount; a Role of an earlier components/argocd is moved out of \
+         the Argo CD namespace by an overlay's namespace: and grants nothing there)";
+}
+
+/// Decides whether the Secret as read (None: there is none) is due; one no write could fix
+/// fails here, before any token is fetched for it.
+pub fn judge(
+    current: Option<Secret>,
+    target: &Target,
+    argocd: &ArgoCd,
+    policy: &Policy<'_>,
+    now: SystemTime,
+) -> Result<Judged, ArgoError> {
+    if let Some(current) = &current {
+        can_write(current, target.kind)?;
+    }
+    let (repo_type, project) = (argocd.repo_type, argocd.project.as_ref());
+    let decision = decide(current.as_ref(), target, repo_type, project, policy, now);
+    Ok(Judged { current, decision })
 }
 
 /// Why a Secret found under our name is not ours to write.
@@ -324,19 +392,15 @@ mod tests {
         now: SystemTime,
     ) -> Secret {
         let expiry = now + Duration::from_secs(11 * 3600);
-        body(
-            &Desired {
-                target,
-                repo_type,
-                project,
-                password,
-                expires_at: humantime::format_rfc3339_seconds(expiry).to_string(),
-                expiry: Some(expiry),
-                dry_run: false,
-            },
-            None,
-            None,
-        )
+        body(&Desired {
+            target,
+            repo_type,
+            project,
+            password,
+            expires_at: humantime::format_rfc3339_seconds(expiry).to_string(),
+            expiry: Some(expiry),
+            dry_run: false,
+        })
     }
 
     #[test]

@@ -7,10 +7,12 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use tracing::{info, warn};
 
-use crate::argocd::write::{self, ArgoError};
+use crate::argocd::secret::{self, ArgoError};
 use crate::argocd::{ArgoCd, Target};
 use crate::check::Finding;
-use crate::pull_secret::due::{Due, Policy, TOKEN_LIFETIME};
+use crate::check::findings::due_finding;
+use crate::owned;
+use crate::pull_secret::due::{self, Policy};
 
 /// One Argo CD Secret's findings: empty when Argo CD can log in with it until the next run.
 pub(super) async fn check(
@@ -23,7 +25,7 @@ pub(super) async fn check(
     let mut checked = Vec::new();
     for target in &argocd.targets {
         let secret = target.name.as_str();
-        let (findings, expires_at) = match write::get(&api, target).await {
+        let (findings, expires_at) = match owned::read::<ArgoError>(&api, secret).await {
             Ok(current) => judge(current.as_ref(), target, argocd, policy, SystemTime::now()),
             Err(e) => (vec![Finding::CheckFailed(e.to_string())], None),
         };
@@ -59,41 +61,25 @@ fn judge(
     let Some(current) = current else {
         return (vec![Finding::SecretMissing], None);
     };
-    let expires_at = crate::pull_secret::due::recorded_expiry(current)
-        .map(|at| humantime::format_rfc3339_seconds(at).to_string());
-    if let Err(e) = crate::argocd::secret::can_write(current, target.kind) {
+    let expires_at =
+        due::recorded_expiry(current).map(|at| humantime::format_rfc3339_seconds(at).to_string());
+    if let Err(e) = secret::can_write(current, target.kind) {
         return (
             vec![Finding::NotWritable(ArgoError::from(e).to_string())],
             expires_at,
         );
     }
-    let mut findings = Vec::new();
-    for reason in crate::argocd::secret::reasons(
+    let reasons = secret::reasons(
         Some(current),
         target,
         argocd.repo_type,
         argocd.project.as_ref(),
         policy,
         now,
-    ) {
-        match reason {
-            Due::ExpiresSoon { expires_at, .. } => {
-                let at = humantime::format_rfc3339_seconds(expires_at).to_string();
-                if now >= expires_at {
-                    findings.push(Finding::Expired(at));
-                } else if policy.renew_before < TOKEN_LIFETIME {
-                    findings.push(Finding::ExpiresSoon {
-                        expires_at: at,
-                        renew_before: humantime::format_duration(policy.renew_before).to_string(),
-                    });
-                }
-            }
-            other => findings.push(Finding::Due {
-                kind: other.as_str(),
-                reason: other.to_string(),
-                meaning: other.meaning(),
-            }),
-        }
-    }
+    );
+    let findings = reasons
+        .iter()
+        .filter_map(|reason| due_finding(reason, policy, now))
+        .collect();
     (findings, expires_at)
 }

@@ -277,28 +277,12 @@ pub(super) fn secret_findings(
     let mut missing = Vec::new();
     for reason in &reasons {
         match reason {
-            Due::Missing => state.findings.push(Finding::SecretMissing),
-            Due::ExpiresSoon { expires_at, .. } => {
-                let at = humantime::format_rfc3339_seconds(*expires_at).to_string();
-                if now >= *expires_at {
-                    state.findings.push(Finding::Expired(at));
-                } else if policy.renew_before < TOKEN_LIFETIME {
-                    state.findings.push(Finding::ExpiresSoon {
-                        expires_at: at,
-                        renew_before: humantime::format_duration(policy.renew_before).to_string(),
-                    });
-                }
-            }
             // No entry at all, as the kubelet reads the Secret; or an entry ecr-refresh did not
             // record as its own, which the next refresh replaces.
             Due::MissingRegistry(host) if !has_entry(&state, host, policy) => {
                 missing.push(host.clone());
             }
-            other => state.findings.push(Finding::Due {
-                kind: other.as_str(),
-                reason: other.to_string(),
-                meaning: other.meaning(),
-            }),
+            other => state.findings.extend(due_finding(other, policy, now)),
         }
     }
     // The configured hosts first, then their dual-stack twins, as ECR_REFRESH_REGISTRIES lists them.
@@ -310,6 +294,33 @@ pub(super) fn secret_findings(
         state.due = reasons.first().map(ToString::to_string);
     }
     state
+}
+
+/// What a check reports for one reason a refresh would write a Secret we own (the pull
+/// Secret, an Argo CD Secret), in the refresh's words. None: with RENEW_BEFORE of a token's life
+/// or more, every run rewrites every Secret, so a token that has not expired is no finding.
+pub(super) fn due_finding(due: &Due, policy: &Policy<'_>, now: SystemTime) -> Option<Finding> {
+    match due {
+        Due::Missing => Some(Finding::SecretMissing),
+        Due::ExpiresSoon { expires_at, .. } => {
+            let at = humantime::format_rfc3339_seconds(*expires_at).to_string();
+            if now >= *expires_at {
+                Some(Finding::Expired(at))
+            } else if policy.renew_before < TOKEN_LIFETIME {
+                Some(Finding::ExpiresSoon {
+                    expires_at: at,
+                    renew_before: humantime::format_duration(policy.renew_before).to_string(),
+                })
+            } else {
+                None
+            }
+        }
+        other => Some(Finding::Due {
+            kind: other.as_str(),
+            reason: other.to_string(),
+            meaning: other.meaning(),
+        }),
+    }
 }
 
 impl SecretState {

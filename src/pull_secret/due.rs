@@ -60,6 +60,12 @@ pub enum Decision {
     Due(Due),
 }
 
+/// A Secret we own as read (None: there is none), and whether it is due.
+pub struct Judged {
+    pub current: Option<Secret>,
+    pub decision: Decision,
+}
+
 /// Why a Secret is due.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Due {

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Secret;
 
 use docker_config::is_entry_for;
 
-pub const FIELD_MANAGER: &str = "ecr-refresh";
+pub use crate::owned::FIELD_MANAGER;
 pub const SECRET_TYPE: &str = "kubernetes.io/dockerconfigjson";
 pub const DATA_KEY: &str = ".dockerconfigjson";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";

@@ -9,24 +9,21 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use tracing::{Level, error, info};
+use tracing::info;
 
 use super::report::Report;
-use crate::argocd::secret::Desired;
-use crate::argocd::write::{self, ArgoError};
+use crate::argocd::secret::{self as argo_secret, ArgoError, Desired};
 use crate::argocd::{self as argo, ArgoCd, Target};
 use crate::aws::registry::RegistryHost;
-use crate::pull_secret::due::Decision;
-use crate::pull_secret::write::{SkipReason, Written};
+use crate::cluster::reads::Read;
+use crate::owned::{self, Settled};
+use crate::pull_secret::due::Judged;
 use crate::report::Outcome;
 
 use super::Shared;
-use super::tokens::TokenError;
-
-enum NotDone {
-    Failed(ArgoError),
-    Tokens(Arc<TokenError>),
-}
+use super::lines::{ArgoCdFields, log_failed, log_left_undone, log_written};
+use super::secret::{self, NotRefreshed, SecretKind};
+use super::tokens::{Fetched, TokenError};
 
 /// Every Argo CD Secret, one after the other (a handful: one per private registry), then a
 /// line for each registry this run dropped from the pull Secrets (`dropped`) whose Argo CD
@@ -41,20 +38,30 @@ pub(super) async fn refresh(
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
     for target in &argocd.targets {
         let secret = target.name.as_str();
+        let registry = Some(target.registry.host());
         if let Some(reason) = shared.stop.reason() {
-            let error = format!("left undone: {reason}; the next run covers it");
-            error!(namespace, secret, argocd = true, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "Argo CD Secret failed");
+            log_left_undone(namespace, secret, registry, reason);
             report.record_argocd(secret, Outcome::Failed);
             continue;
         }
-        match one(shared, argocd, &api, target).await {
-            Ok(written) => {
-                log_written(namespace, target, argocd, &written);
-                report.record_argocd(secret, written.outcome);
+        let mut kind = ArgoSecret {
+            shared,
+            argocd,
+            api: &api,
+            target,
+        };
+        match secret::refresh(&mut kind, shared.tokens, &api, secret, Read::ByName).await {
+            Ok(settled) => {
+                let fields = ArgoCdFields {
+                    registry: target.registry.host(),
+                    repo_type: argocd.repo_type.as_str(),
+                };
+                log_written(namespace, secret, Some(fields), &settled, "", "");
+                report.record_argocd(secret, settled.outcome);
             }
-            Err(NotDone::Tokens(e)) => return Err(e),
-            Err(NotDone::Failed(e)) => {
-                error!(namespace, secret, argocd = true, registry = target.registry.host(), outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", error = %e, "Argo CD Secret failed");
+            Err(NotRefreshed::Tokens(e)) => return Err(e),
+            Err(NotRefreshed::Failed(e, _)) => {
+                log_failed(namespace, secret, registry, &e);
                 report.record_argocd(secret, Outcome::Failed);
             }
         }
@@ -63,98 +70,48 @@ pub(super) async fn refresh(
     Ok(())
 }
 
-/// Reads the Secret; if it is due, gets the tokens and writes it.
-async fn one(
-    shared: &Shared<'_>,
-    argocd: &ArgoCd,
-    api: &Api<Secret>,
-    target: &Target,
-) -> Result<Written, NotDone> {
-    let config = shared.config;
-    let current = write::get(api, target).await.map_err(NotDone::Failed)?;
-    let uid = current.as_ref().and_then(|s| s.metadata.uid.clone());
-    let read = write::judge(
-        current,
-        target,
-        argocd.repo_type,
-        argocd.project.as_ref(),
-        &shared.policy,
-        SystemTime::now(),
-    )
-    .map_err(NotDone::Failed)?;
-    let due = match read.decision {
-        Decision::Fresh { expires_at, due_at } => {
-            return Ok(Written::fresh(uid, expires_at, due_at));
-        }
-        Decision::Due(due) => due,
-    };
-    let fetched = shared.tokens.get().await.map_err(NotDone::Tokens)?;
-    let token = fetched
-        .tokens
-        .0
-        .iter()
-        .find(|t| t.registries.contains(&target.registry))
-        .expect("every configured registry has its token");
-    let expiry = SystemTime::try_from(token.expires_at).ok();
-    let desired = Desired {
-        target,
-        repo_type: argocd.repo_type,
-        project: argocd.project.as_ref(),
-        password: &token.password,
-        expires_at: expiry
-            .map(|at| humantime::format_rfc3339_seconds(at).to_string())
-            .unwrap_or_else(|| fetched.expires_at.clone()),
-        expiry: expiry.map(super::tokens::whole_seconds),
-        dry_run: config.dry_run,
-    };
-    let mut written = write::write(api, &desired, read.current)
-        .await
-        .map_err(NotDone::Failed)?;
-    written.due = Some(due.to_string());
-    Ok(written)
+/// An Argo CD Secret, as one kind of Secret a refresh writes.
+struct ArgoSecret<'s> {
+    shared: &'s Shared<'s>,
+    argocd: &'s ArgoCd,
+    api: &'s Api<Secret>,
+    target: &'s Target,
 }
 
-/// One line per Argo CD Secret, as for a namespace: the uid before and after says it was
-/// written in place.
-fn log_written(namespace: &str, target: &Target, argocd: &ArgoCd, w: &Written) {
-    let secret = target.name.as_str();
-    let registry = target.registry.host();
-    let repo_type = argocd.repo_type.as_str();
-    let uid_before = w.uid_before.as_deref().unwrap_or("-");
-    let uid_after = w.uid_after.as_deref().unwrap_or("-");
-    let outcome = w.outcome.as_str();
-    let message = match w.outcome {
-        Outcome::Created => "Argo CD Secret created",
-        Outcome::Updated => "Argo CD Secret updated in place",
-        Outcome::Recreated => {
-            "Argo CD Secret was deleted during the run; created it fresh with the new token"
-        }
-        Outcome::WouldCreate => "dry run: Argo CD Secret would be created",
-        Outcome::WouldUpdate => "dry run: Argo CD Secret would be updated in place",
-        Outcome::Fresh => "Argo CD Secret is fresh: not due, not written",
-        Outcome::Skipped | Outcome::Failed => "Argo CD Secret not written",
-    };
-    let reason = w.reason.map(SkipReason::as_str);
-    let rfc3339 =
-        |t: Option<SystemTime>| t.map(|t| humantime::format_rfc3339_seconds(t).to_string());
-    let (expires_at, due_at) = (rfc3339(w.expires_at), rfc3339(w.due_at));
-    let (expires_at, due_at, due) = (expires_at.as_deref(), due_at.as_deref(), w.due.as_deref());
-    tracing::event!(
-        Level::INFO,
-        namespace,
-        secret,
-        argocd = true,
-        registry,
-        repo_type,
-        outcome,
-        uid_before,
-        uid_after,
-        reason,
-        due,
-        expires_at,
-        due_at,
-        "{message}"
-    );
+impl SecretKind for ArgoSecret<'_> {
+    type Error = ArgoError;
+
+    async fn judge(&mut self, current: Option<Secret>) -> Result<Judged, ArgoError> {
+        let (target, policy) = (self.target, &self.shared.policy);
+        argo_secret::judge(current, target, self.argocd, policy, SystemTime::now())
+    }
+
+    async fn write(
+        &mut self,
+        fetched: &Fetched,
+        current: Option<Secret>,
+    ) -> Result<Settled, ArgoError> {
+        let token = fetched
+            .tokens
+            .0
+            .iter()
+            .find(|t| t.registries.contains(&self.target.registry))
+            .expect("every configured registry has its token");
+        let expiry = SystemTime::try_from(token.expires_at).ok();
+        let desired = Desired {
+            target: self.target,
+            repo_type: self.argocd.repo_type,
+            project: self.argocd.project.as_ref(),
+            password: &token.password,
+            expires_at: expiry
+                .map(|at| humantime::format_rfc3339_seconds(at).to_string())
+                .unwrap_or_else(|| fetched.expires_at.clone()),
+            expiry: expiry.map(super::tokens::whole_seconds),
+            dry_run: self.shared.config.dry_run,
+        };
+        let namespace = self.argocd.namespace.as_str();
+        owned::write(self.api, namespace, &desired, current).await
+    }
 }
 
 /// A registry this run removed from the pull Secrets (no longer configured) keeps its Argo

@@ -1,19 +1,36 @@
 //! The log lines an operator reads: one per namespace, and the summary.
 
+use std::fmt::Display;
 use std::time::SystemTime;
 
 use tracing::{Level, error, warn};
 
 use super::report::{Report, Summary};
 use crate::config::Config;
-use crate::pull_secret::write::{SkipReason, Written};
+use crate::owned::{Settled, SkipReason};
 use crate::report::{AccountOutcome, Outcome, exit};
 use crate::run::end::NOTHING_SELECTED;
 
-pub(super) fn log_left_undone(namespace: &str, secret: &str, reason: &str) {
+/// A Secret the run stopped before: `registry` is an Argo CD Secret's (None: a namespace's).
+pub(super) fn log_left_undone(namespace: &str, secret: &str, registry: Option<&str>, reason: &str) {
     let error = format!("left undone: {reason}; the next run covers it");
+    log_failed(namespace, secret, registry, &error);
+}
+
+/// The one line for a Secret that failed: a namespace's pull Secret, or (with the `registry` it
+/// holds the token of) an Argo CD Secret.
+pub(super) fn log_failed(
+    namespace: &str,
+    secret: &str,
+    registry: Option<&str>,
+    error: &dyn Display,
+) {
+    let (argocd, message) = match registry {
+        Some(_) => (Some(true), "Argo CD Secret failed"),
+        None => (None, "namespace failed"),
+    };
     // `as_str`, not `%`: a &str field is quoted in text logs, as every other line's outcome is.
-    error!(namespace, secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "namespace failed");
+    error!(namespace, secret, argocd, registry, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "{message}");
 }
 
 /// One line per registry whose entry this run removed from the pull Secrets, because an earlier
@@ -41,11 +58,19 @@ pub(super) fn log_dropped(dropped: &std::collections::BTreeMap<String, usize>, d
     }
 }
 
-/// The namespace's one line: the level says how it went, the fields what happened.
+/// What an Argo CD Secret's line says besides a pull Secret's.
+pub(super) struct ArgoCdFields<'a> {
+    pub registry: &'a str,
+    pub repo_type: &'a str,
+}
+
+/// A Secret's one line, a namespace's pull Secret's or (`argocd`) an Argo CD Secret's: the
+/// level says how it went, the fields what happened.
 pub(super) fn log_written(
     namespace: &str,
     secret: &str,
-    w: &Written,
+    argocd: Option<ArgoCdFields<'_>>,
+    w: &Settled,
     accounts: &str,
     account_error: &str,
 ) {
@@ -53,26 +78,39 @@ pub(super) fn log_written(
     let uid_after = w.uid_after.as_deref().unwrap_or("-");
     let outcome = w.outcome.as_str();
     let reason = w.reason.map(SkipReason::as_str);
+    let what = if argocd.is_some() {
+        "Argo CD Secret"
+    } else {
+        "Secret"
+    };
     let message = match (w.outcome, w.reason) {
-        (Outcome::Created, _) => "Secret created",
-        (Outcome::Updated, _) if w.removed_last_applied => {
-            "Secret updated in place; removed kubectl's last-applied-configuration annotation, which held a copy of the old password"
-        }
-        (Outcome::Updated, _) => "Secret updated in place",
+        (Outcome::Created, _) => format!("{what} created"),
+        (Outcome::Updated, _) if w.removed_last_applied => format!(
+            "{what} updated in place; removed kubectl's last-applied-configuration annotation, which held a copy of the old password"
+        ),
+        (Outcome::Updated, _) => format!("{what} updated in place"),
         (Outcome::Recreated, _) => {
-            "Secret was deleted during the run; created it fresh with the new token"
+            format!("{what} was deleted during the run; created it fresh with the new token")
         }
-        (Outcome::WouldCreate, _) => "dry run: Secret would be created",
-        (Outcome::WouldUpdate, _) => "dry run: Secret would be updated in place",
+        (Outcome::WouldCreate, _) => format!("dry run: {what} would be created"),
+        (Outcome::WouldUpdate, _) => format!("dry run: {what} would be updated in place"),
+        (Outcome::Fresh, _) => format!("{what} is fresh: not due, not written"),
+        (Outcome::Skipped | Outcome::Failed, _) if argocd.is_some() => {
+            "Argo CD Secret not written".to_owned()
+        }
         (Outcome::Skipped, Some(SkipReason::NamespaceNotFound)) => {
             "namespace skipped: it does not exist; check ECR_REFRESH_NAMESPACES for a typo"
+                .to_owned()
         }
         (Outcome::Skipped, Some(SkipReason::NamespaceDeleted)) => {
-            "namespace skipped: it was deleted during the run"
+            "namespace skipped: it was deleted during the run".to_owned()
         }
-        (Outcome::Skipped, _) => "namespace skipped",
-        (Outcome::Failed, _) => "namespace failed",
-        (Outcome::Fresh, _) => "Secret is fresh: not due, not written",
+        (Outcome::Skipped, _) => "namespace skipped".to_owned(),
+        (Outcome::Failed, _) => "namespace failed".to_owned(),
+    };
+    let (argocd, registry, repo_type) = match argocd {
+        Some(a) => (Some(true), Some(a.registry), Some(a.repo_type)),
+        None => (None, None, None),
     };
     // Fields that say nothing in the common case are left out of the line.
     let service_accounts = (!accounts.is_empty()).then_some(accounts);
@@ -92,6 +130,9 @@ pub(super) fn log_written(
                 $level,
                 namespace,
                 secret,
+                argocd,
+                registry,
+                repo_type,
                 outcome,
                 uid_before,
                 uid_after,

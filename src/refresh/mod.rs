@@ -8,6 +8,7 @@ mod install_name;
 mod lines;
 pub mod metrics;
 pub mod report;
+mod secret;
 mod tokens;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,7 +20,7 @@ use aws_config::SdkConfig;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::{Api, Client};
 use tokio::sync::OnceCell;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::aws::credentials::roles_anywhere::certificate_expiry;
 use crate::cluster::namespaces::Origin;
@@ -28,9 +29,10 @@ use crate::cluster::{client, events};
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
 use crate::evict::Evictor;
-use crate::pull_secret::due::{self, Decision, Policy};
+use crate::owned::{self, Settled, SkipReason};
+use crate::pull_secret::due::{Judged, Policy};
 use crate::pull_secret::service_accounts;
-use crate::pull_secret::write::{self, SecretError, SkipReason, Written};
+use crate::pull_secret::write::{self, SecretError};
 use crate::report::{AccountOutcome, Evictions, Outcome};
 use crate::run::Rules;
 use crate::run::end::{Finished, Unavailable, end};
@@ -38,9 +40,10 @@ use crate::run::pages::{Driver, Visit, each_namespace};
 use crate::run::stop::SHUTDOWN_GRACE;
 use crate::run::stop::Stop;
 use install_name::InstallName;
-use lines::{log_dropped, log_left_undone, log_summary, log_written};
+use lines::{log_dropped, log_failed, log_left_undone, log_summary, log_written};
 use report::{Report, Summary};
-use tokens::{TokenError, Tokens};
+use secret::{NotRefreshed, SecretKind};
+use tokens::{Fetched, TokenError, Tokens};
 
 /// What a run came to, for its end.
 struct Refreshed<'a> {
@@ -318,7 +321,7 @@ async fn refresh_all(
             Visit::Done(done) => done,
             Visit::Undone(namespace) => {
                 let reason = shared.stop.reason().unwrap_or("stopped");
-                log_left_undone(&namespace, secret, reason);
+                log_left_undone(&namespace, secret, None, reason);
                 Done::failed(namespace)
             }
             Visit::Abandoned(namespace) => {
@@ -327,7 +330,7 @@ async fn refresh_all(
                      the next run covers it",
                     SHUTDOWN_GRACE.as_secs()
                 );
-                error!(namespace = namespace.as_str(), secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", %error, "namespace failed");
+                log_failed(&namespace, secret, None, &error);
                 Done::failed(namespace)
             }
         };
@@ -408,99 +411,68 @@ async fn refresh_namespace(shared: &Shared<'_>, work: Work) -> Result<Done, Arc<
         (false, Origin::Named | Origin::Listed) => None,
     };
     if let Some(reason) = skip {
-        log_written(&namespace, secret, &Written::skipped(reason), "", "");
+        log_written(&namespace, secret, None, &Settled::skipped(reason), "", "");
         return Ok(Done::skipped(namespace, reason));
     }
     write_namespace(shared, &namespace, candidate.origin, read, accounts).await
 }
 
-/// Why one namespace's Secret was not refreshed.
-enum NotDone {
-    /// With what the run had read of the Secret before it failed.
-    Failed(SecretError, Seen),
-    /// No tokens: the whole run ends.
-    Tokens(Arc<TokenError>),
-}
-
-/// What a namespace's read showed, kept for when a later step fails: the Secret is then as it
-/// was read, its expiry still the one that says when its pulls fail.
-#[derive(Debug, Clone, Default)]
-struct Seen {
-    read: bool,
-    uid: Option<String>,
-    expires_at: Option<SystemTime>,
-}
-
-/// Reads the Secret; if it is due, gets the tokens and writes it.
-async fn refresh_secret(
-    shared: &Shared<'_>,
-    namespace: &str,
+/// A namespace's pull Secret, as one kind of Secret a refresh writes.
+struct PullSecret<'s, 'a> {
+    shared: &'s Shared<'a>,
+    api: &'s Api<Secret>,
+    namespace: &'s str,
     origin: Origin,
-    read: Read<Secret>,
-) -> Result<Written, NotDone> {
-    let config = shared.config;
-    let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
-    let current = match read {
-        Read::Listed(listed) => listed,
-        Read::ByName => write::get(&api, &config.secret_name)
-            .await
-            .map_err(|e| NotDone::Failed(e, Seen::default()))?,
-    };
-    let seen = Seen {
-        read: true,
-        uid: current.as_ref().and_then(|s| s.metadata.uid.clone()),
-        expires_at: current.as_ref().and_then(due::recorded_expiry),
-    };
-    let failed = |e| NotDone::Failed(e, seen.clone());
-    let now = SystemTime::now();
-    let mut policy = shared.policy;
-    let read = if policy.install.is_some() {
-        write::judge(current, &policy, now).map_err(failed)?
-    } else {
-        match write::judge(current.clone(), &policy, now) {
+    /// The run's policy, with the install name once it is asked for.
+    policy: Policy<'s>,
+}
+
+impl SecretKind for PullSecret<'_, '_> {
+    type Error = SecretError;
+
+    async fn judge(&mut self, current: Option<Secret>) -> Result<Judged, SecretError> {
+        let now = SystemTime::now();
+        if self.policy.install.is_some() {
+            return write::judge(current, &self.policy, now);
+        }
+        match write::judge(current.clone(), &self.policy, now) {
             // Recorded by another install, as far as a run with no name can tell: it may be
             // this very user's record. Asked before refusing.
             Err(SecretError::OtherInstall { .. }) => {
-                policy.install = shared.install.get().await;
-                write::judge(current, &policy, now).map_err(failed)?
+                self.policy.install = self.shared.install.get().await;
+                write::judge(current, &self.policy, now)
             }
-            judged => judged.map_err(failed)?,
+            judged => judged,
         }
-    };
-    let due = match read.decision {
-        Decision::Fresh { expires_at, due_at } => {
-            return Ok(Written::fresh(seen.uid.clone(), expires_at, due_at));
+    }
+
+    /// A name given literally may not exist, and reading a Secret there is just a 404 for the
+    /// Secret. Before the first token, ask the namespace (a dry-run create), so that a typo in
+    /// ECR_REFRESH_NAMESPACES costs no ECR call.
+    async fn skip(&self, current: Option<&Secret>) -> Option<SkipReason> {
+        let missing = current.is_none()
+            && self.origin == Origin::Named
+            && self.shared.tokens.fetched().is_none()
+            && write::namespace_missing(self.api, &self.shared.config.secret_name).await;
+        missing.then_some(SkipReason::NamespaceNotFound)
+    }
+
+    async fn write(
+        &mut self,
+        fetched: &Fetched,
+        current: Option<Secret>,
+    ) -> Result<Settled, SecretError> {
+        if self.policy.install.is_none() {
+            self.policy.install = self.shared.install.get().await;
         }
-        Decision::Due(due) => due,
-    };
-    // A name given literally may not exist, and reading a Secret there is just a 404 for the
-    // Secret. Before the first token, ask the namespace (a dry-run create), so that a typo in
-    // ECR_REFRESH_NAMESPACES costs no ECR call.
-    if read.current.is_none()
-        && origin == Origin::Named
-        && shared.tokens.fetched().is_none()
-        && write::namespace_missing(&api, &config.secret_name).await
-    {
-        return Ok(Written::skipped(SkipReason::NamespaceNotFound));
+        let desired = fetched.desired(self.shared.config, self.policy.install);
+        let mut settled = owned::write(self.api, self.namespace, &desired, current).await?;
+        // Listed, then gone before its create: deleted during the run, not a name that is wrong.
+        if self.origin == Origin::Listed && settled.reason == Some(SkipReason::NamespaceNotFound) {
+            settled.reason = Some(SkipReason::NamespaceDeleted);
+        }
+        Ok(settled)
     }
-    // A namespace in flight when the run stops still gets its tokens and its write, within
-    // the shutdown grace, as any write in flight.
-    let fetched = shared.tokens.get().await.map_err(NotDone::Tokens)?;
-    if policy.install.is_none() {
-        policy.install = shared.install.get().await;
-    }
-    let desired = fetched.desired(config, policy.install);
-    let mut written = write::write(&api, namespace, &desired, read.current)
-        .await
-        .map_err(failed)?;
-    // Listed, then gone before its create: deleted during the run, not a name that is wrong.
-    if origin == Origin::Listed && written.reason == Some(SkipReason::NamespaceNotFound) {
-        written.reason = Some(SkipReason::NamespaceDeleted);
-    }
-    if written.outcome != Outcome::Skipped {
-        written.due = Some(due.to_string());
-    }
-    Ok(written)
 }
 
 /// The Secret, then the ServiceAccounts; one log line, and a Warning Event on failure.
@@ -513,11 +485,20 @@ async fn write_namespace(
 ) -> Result<Done, Arc<TokenError>> {
     let config = shared.config;
     let secret = config.secret_name.as_str();
-    let written = match refresh_secret(shared, namespace, origin, read).await {
-        Ok(written) => written,
-        Err(NotDone::Tokens(e)) => return Err(e),
-        Err(NotDone::Failed(e, seen)) => {
-            error!(namespace, secret, outcome = Outcome::Failed.as_str(), uid_before = "-", uid_after = "-", error = %e, "namespace failed");
+    let api: Api<Secret> = Api::namespaced(shared.client.clone(), namespace);
+    let mut pull_secret = PullSecret {
+        shared,
+        api: &api,
+        namespace,
+        origin,
+        policy: shared.policy,
+    };
+    let refreshed = secret::refresh(&mut pull_secret, shared.tokens, &api, secret, read);
+    let settled = match refreshed.await {
+        Ok(settled) => settled,
+        Err(NotRefreshed::Tokens(e)) => return Err(e),
+        Err(NotRefreshed::Failed(e, seen)) => {
+            log_failed(namespace, secret, None, &e);
             let failure = events::Failure {
                 namespace,
                 secret,
@@ -540,7 +521,7 @@ async fn write_namespace(
     let mut account_errors = Vec::new();
     // A fresh Secret's ServiceAccounts are checked too (a read each): one created since the
     // Secret was written gets it within a run.
-    if written.outcome != Outcome::Skipped {
+    if settled.outcome != Outcome::Skipped {
         let api: Api<ServiceAccount> = Api::namespaced(shared.client.clone(), namespace);
         for (account, read) in config.service_accounts.iter().zip(account_reads) {
             let first = match read {
@@ -568,7 +549,8 @@ async fn write_namespace(
     log_written(
         namespace,
         secret,
-        &written,
+        None,
+        &settled,
         &account_notes.join(","),
         &account_errors.join("; "),
     );
@@ -576,7 +558,7 @@ async fn write_namespace(
         let failure = events::Failure {
             namespace,
             secret,
-            uid: written.uid_after.as_deref(),
+            uid: settled.uid_after.as_deref(),
             reason: events::SERVICE_ACCOUNT_FAILED,
             note: format!(
                 "ecr-refresh refreshed image-pull Secret {secret}, but could not add it to imagePullSecrets: {}",
@@ -587,14 +569,14 @@ async fn write_namespace(
     }
     Ok(Done {
         namespace: namespace.to_owned(),
-        outcome: written.outcome,
+        outcome: settled.outcome,
         accounts,
-        reason: written.reason,
-        expires_at: written.expires_at,
+        reason: settled.reason,
+        expires_at: settled.expires_at,
         unknown: false,
         added,
         would_add,
-        standing: written.outcome != Outcome::Skipped,
-        dropped: written.dropped_entries,
+        standing: settled.outcome != Outcome::Skipped,
+        dropped: settled.dropped_entries,
     })
 }

@@ -47,7 +47,7 @@ impl Report {
         }
     }
 
-    /// Keeps the earliest of the Secrets' expiries (`secret::Written::expires_at`).
+    /// Keeps the earliest of the Secrets' expiries (`owned::Settled::expires_at`).
     pub fn record_expiry(&mut self, expires_at: Option<SystemTime>) {
         if let Some(at) = expires_at {
             self.earliest_expiry = Some(self.earliest_expiry.map_or(at, |e| e.min(at)));
