@@ -68,6 +68,9 @@ pub enum Finding {
     },
     /// A request the check needed failed: nothing can be said about this part.
     CheckFailed(String),
+    /// The install's own namespace is not selected, while its pods pull ecr-refresh's own
+    /// image with the Secret (own_namespace.rs).
+    OwnNamespaceNotSelected(String),
 }
 
 /// Pods reported together: those of one controller, or one pod alone.
@@ -112,6 +115,7 @@ pub(super) const KINDS: &[&str] = &[
     "login-refused",
     "login-failed",
     "check-failed",
+    "own-namespace-not-selected",
 ];
 
 impl Finding {
@@ -132,6 +136,7 @@ impl Finding {
             Self::LoginRefused { .. } => "login-refused",
             Self::LoginFailed { .. } => "login-failed",
             Self::CheckFailed(_) => "check-failed",
+            Self::OwnNamespaceNotSelected(_) => "own-namespace-not-selected",
         }
     }
 
@@ -210,6 +215,9 @@ impl fmt::Display for Finding {
                 write!(f, "login not checked: {host} for {image}: {error}")
             }
             Self::CheckFailed(error) => write!(f, "check failed: {error}"),
+            Self::OwnNamespaceNotSelected(what) => {
+                write!(f, "own namespace not selected: {what}")
+            }
         }
     }
 }

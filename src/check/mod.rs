@@ -13,6 +13,7 @@ mod argocd;
 mod findings;
 mod login;
 mod metrics;
+mod own_namespace;
 mod pods;
 
 use std::collections::{BTreeMap, HashMap};
@@ -189,9 +190,18 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
     let visit = |work: Work| async {
         Ok::<_, Infallible>(check_namespace(&shared, work.candidate.name, work.secret).await)
     };
-    let count = |tally: &mut Tally, visit: Visit<Checked>| match visit {
-        Visit::Done(checked) => record(tally, checked),
-        Visit::Undone(_) | Visit::Abandoned(_) => tally.unchecked += 1,
+    let own = own_namespace::Own::of(config.install.as_ref());
+    let mut own_visited = false;
+    let count = |tally: &mut Tally, visit: Visit<Checked>| {
+        let name = match &visit {
+            Visit::Done(checked) => &checked.namespace,
+            Visit::Undone(name) | Visit::Abandoned(name) => name,
+        };
+        own_visited |= own.as_ref().is_some_and(|own| &own.namespace == name);
+        match visit {
+            Visit::Done(checked) => record(tally, checked),
+            Visit::Undone(_) | Visit::Abandoned(_) => tally.unchecked += 1,
+        }
     };
     let mut tally = Tally::default();
     let listing_incomplete =
@@ -201,6 +211,30 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
         };
     tally.listing_incomplete = listing_incomplete;
     tally.credentials = shared.credentials.clone();
+    // Only where the whole selection was seen: a namespace not seen is then not selected.
+    if let Some(own) = own
+        && !own_visited
+        && !listing_incomplete
+        && stop.reason().is_none()
+        && let Some(found) = own_namespace::unselected(
+            &shared.client,
+            &own,
+            &config.selection,
+            config.secret_name.as_str(),
+        )
+        .await
+    {
+        let line = Line {
+            namespace: &own.namespace,
+            secret: config.secret_name.as_str(),
+            due: None,
+            pods_checked: true,
+            ecr_pods: found.ecr_pods,
+        };
+        log_namespace(&line, std::slice::from_ref(&found.finding));
+        tally.with_findings.push(own.namespace);
+        *tally.kinds.entry(found.finding.kind()).or_default() += 1;
+    }
     if let Some(argo) = &config.argocd
         && stop.reason().is_none()
     {

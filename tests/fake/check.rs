@@ -1187,3 +1187,163 @@ fn check_and_the_eviction_agree_on_both_read_paths() {
         );
     }
 }
+
+/// Self-hosting from ECR (docs/src/install/image.md): the install's own namespace, where a
+/// pod of ecr-refresh's CronJob lists the Secret to pull ecr-refresh's own image.
+const OWN: &str = "ecr-refresh";
+const INSTALL: (&str, &str) = ("ECR_REFRESH_INSTALL", "ecr-refresh/ecr-refresh");
+
+/// A pod of the install's CronJob, finished as most of them are, that lists `secrets`.
+fn own_pod(h: &Harness, name: &str, secrets: &[&str]) {
+    let mut body = pods::pod(
+        OWN,
+        name,
+        &format!("{REGISTRY}/ecr-refresh/ecr-refresh:0.2.0"),
+        None,
+    );
+    body["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "batch/v1", "kind": "Job", "name": "ecr-refresh-29000000",
+        "uid": "0b6e4c7a-0000-4000-8000-000000000002", "controller": true
+    }]);
+    body["spec"]["serviceAccountName"] = json!("ecr-refresh");
+    body["spec"]["imagePullSecrets"] = secrets.iter().map(|s| json!({"name": s})).collect();
+    h.cluster
+        .seed(Resource::Pods, body, "kube-controller-manager");
+    h.cluster
+        .set_pod_status(OWN, name, json!({"phase": "Succeeded"}));
+}
+
+/// The requests a check sent about the install's own namespace, from the `from`th.
+fn own_requests(h: &Harness, from: usize) -> Vec<String> {
+    h.cluster
+        .requests()
+        .into_iter()
+        .skip(from)
+        .filter(|r| r.path.contains(&format!("/namespaces/{OWN}/")))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+#[test]
+fn the_installs_own_namespace_unselected_while_its_pods_list_the_secret_is_a_finding() {
+    let h = Harness::new();
+    h.namespaces(&[OWN]);
+    refreshed(&h, &["team-a"], &[("ECR_REFRESH_NAMESPACES", "team-a")]);
+    own_pod(&h, "ecr-refresh-29000000-x7k2p", &[SECRET]);
+    let before = h.cluster.requests().len();
+
+    // Not among the names.
+    let run = check(&h, &[("ECR_REFRESH_NAMESPACES", "team-a"), INSTALL]);
+    run.expect_code(1);
+    assert_eq!(run.outcome("team-a"), "ok");
+    assert_eq!(run.finding_kinds(OWN), ["own-namespace-not-selected"]);
+    let finding = run.findings(OWN);
+    for says in [
+        "Job/ecr-refresh-29000000 (pod ecr-refresh-29000000-x7k2p)",
+        &format!("lists {SECRET} in imagePullSecrets"),
+        "this install's own namespace (ecr-refresh/ecr-refresh)",
+        "no run writes the Secret there",
+        "add ecr-refresh to ECR_REFRESH_NAMESPACES",
+    ] {
+        assert!(finding.contains(says), "{says:?} in {finding}");
+    }
+    let message: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert_eq!(message["namespaces_with_findings"], json!([OWN]));
+    assert_eq!(message["findings"]["own-namespace-not-selected"], 1);
+    assert_eq!(
+        run.summary()["namespaces"],
+        1,
+        "the own namespace is not counted as selected"
+    );
+    no_writes(&h, before);
+    // Its pods, every phase (the CronJob's are mostly finished), and its ServiceAccount.
+    assert_eq!(
+        own_requests(&h, before),
+        [
+            format!("GET /api/v1/namespaces/{OWN}/pods"),
+            format!("GET /api/v1/namespaces/{OWN}/serviceaccounts/ecr-refresh"),
+        ]
+    );
+
+    // Taken out by an exclusion.
+    let run = check(&h, &[("ECR_REFRESH_EXCLUDE_NAMESPACES", "ecr-*"), INSTALL]);
+    run.expect_code(1);
+    assert_eq!(run.finding_kinds(OWN), ["own-namespace-not-selected"]);
+    assert!(
+        run.findings(OWN)
+            .contains("take it out of ECR_REFRESH_EXCLUDE_NAMESPACES"),
+        "{}",
+        run.findings(OWN)
+    );
+}
+
+#[test]
+fn the_installs_service_account_listing_the_secret_in_its_unselected_namespace_is_a_finding() {
+    let h = Harness::new();
+    h.namespaces(&[OWN]);
+    refreshed(&h, &["team-a"], &[("ECR_REFRESH_NAMESPACES", "team-a")]);
+    h.cluster.seed(
+        Resource::ServiceAccounts,
+        json!({"metadata": {"name": "ecr-refresh", "namespace": OWN},
+               "imagePullSecrets": [{"name": SECRET}]}),
+        "kubectl",
+    );
+
+    let run = check(&h, &[("ECR_REFRESH_NAMESPACES", "team-a"), INSTALL]);
+
+    run.expect_code(1);
+    assert_eq!(run.finding_kinds(OWN), ["own-namespace-not-selected"]);
+    assert!(
+        run.findings(OWN).contains(&format!(
+            "ServiceAccount ecr-refresh lists {SECRET} in imagePullSecrets"
+        )),
+        "{}",
+        run.findings(OWN)
+    );
+}
+
+#[test]
+fn the_installs_own_namespace_is_no_finding_when_selected_unwired_or_unknown() {
+    let h = Harness::new();
+    refreshed(
+        &h,
+        &["team-a", OWN],
+        &[("ECR_REFRESH_NAMESPACES", "team-a,ecr-refresh")],
+    );
+    own_pod(&h, "ecr-refresh-29000000-x7k2p", &[SECRET]);
+
+    // Selected: its Secret is checked as any other, and is fine.
+    let run = check(
+        &h,
+        &[("ECR_REFRESH_NAMESPACES", "team-a,ecr-refresh"), INSTALL],
+    );
+    run.expect_code(0);
+    assert_eq!(run.outcome(OWN), "ok");
+
+    // Unselected, but no pod there lists the Secret, nor its ServiceAccount.
+    let h = Harness::new();
+    h.namespaces(&[OWN]);
+    refreshed(&h, &["team-a"], &[("ECR_REFRESH_NAMESPACES", "team-a")]);
+    own_pod(&h, "ecr-refresh-29000000-x7k2p", &["ghcr-pull"]);
+    let run = check(&h, &[("ECR_REFRESH_NAMESPACES", "team-a"), INSTALL]);
+    run.expect_code(0);
+    assert!(
+        run.lines.iter().all(|l| l["namespace"] != OWN),
+        "{}",
+        run.stdout
+    );
+
+    // No install name to go by (a check from a laptop without ECR_REFRESH_INSTALL, or one
+    // that is a user name): nothing is read there.
+    own_pod(&h, "ecr-refresh-29000001-b4n8q", &[SECRET]);
+    for env in [vec![], vec![("ECR_REFRESH_INSTALL", "alice@example.com")]] {
+        let before = h.cluster.requests().len();
+        let run = check(
+            &h,
+            &[[("ECR_REFRESH_NAMESPACES", "team-a")].as_slice(), &env].concat(),
+        );
+        run.expect_code(0);
+        assert!(own_requests(&h, before).is_empty(), "{env:?}");
+    }
+}

@@ -1020,3 +1020,91 @@ fn the_components_set_the_variables_they_mean_by_name() {
         );
     }
 }
+
+/// The CronJob's pod spec, and its Secret's name, in a rendering.
+fn pod_spec_and_secret(rendered: &str) -> (Value, String) {
+    let cronjob = objects(rendered)
+        .into_iter()
+        .find(|d| d["kind"] == "CronJob")
+        .expect("the CronJob");
+    let spec = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"].clone();
+    let secret = spec["containers"][0]["env"]
+        .as_array()
+        .expect("the env")
+        .iter()
+        .find(|e| e["name"] == "ECR_REFRESH_SECRET_NAME")
+        .and_then(|e| e["value"].as_str())
+        .expect("ECR_REFRESH_SECRET_NAME")
+        .to_owned();
+    (spec, secret)
+}
+
+/// Self-hosting from ECR (docs/src/install/self-hosting.md): components/self-hosted lists the
+/// pull Secret in the CronJob's pod's imagePullSecrets, by the name ECR_REFRESH_SECRET_NAME
+/// holds, renamed by components/secret-name listed before it, and keeps an entry the overlay
+/// lists already. Nothing else changes.
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_self_hosted_component_lists_the_pull_secret_by_its_one_name_in_the_runs_pod() {
+    use common::manifests::render_with_components;
+    for variant in ["", "namespaced"] {
+        let shipped = render_with_components(variant, &[]);
+        let (spec, secret) = pod_spec_and_secret(&shipped);
+        assert!(spec["imagePullSecrets"].is_null(), "{variant:?}: {spec}");
+        let hosted = render_with_components(variant, &["components/self-hosted"]);
+        let (mut hosted_spec, _) = pod_spec_and_secret(&hosted);
+        assert_eq!(
+            hosted_spec["imagePullSecrets"],
+            serde_json::json!([{"name": secret}]),
+            "{variant:?}"
+        );
+        hosted_spec
+            .as_object_mut()
+            .expect("a pod spec")
+            .remove("imagePullSecrets");
+        assert_eq!(
+            hosted_spec, spec,
+            "{variant:?}: only imagePullSecrets changes"
+        );
+        let others = |text: &str| -> Vec<Value> {
+            objects(text)
+                .into_iter()
+                .filter(|d| d["kind"] != "CronJob")
+                .collect()
+        };
+        assert_eq!(others(&hosted), others(&shipped), "{variant:?}");
+    }
+
+    // Renamed, with an entry of the overlay's own: both listed, the name followed.
+    let copy = copy();
+    let overlay = copy.path().join("overlay");
+    fs::create_dir_all(&overlay).expect("an overlay directory");
+    fs::write(
+        overlay.join("secret-name.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ecr-refresh-secret-name}\ndata: {name: ecr-pull}\n",
+    )
+    .expect("write");
+    fs::write(
+        overlay.join("kustomization.yaml"),
+        r#"apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: ["../manifests", "secret-name.yaml"]
+components: ["../manifests/components/secret-name", "../manifests/components/self-hosted"]
+patches:
+  - target: {kind: CronJob, name: ecr-refresh}
+    patch: |-
+      - op: add
+        path: /spec/jobTemplate/spec/template/spec/imagePullSecrets/-
+        value: {name: mirror-pull}
+"#,
+    )
+    .expect("write");
+    let rendered = kustomize(&overlay);
+    let (spec, secret) = pod_spec_and_secret(&rendered);
+    assert_eq!(secret, "ecr-pull");
+    assert_eq!(
+        spec["imagePullSecrets"],
+        serde_json::json!([{"name": "ecr-pull"}, {"name": "mirror-pull"}])
+    );
+    assert!(!rendered.contains("aws-ecr-token"), "{rendered}");
+}

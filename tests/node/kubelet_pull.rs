@@ -30,47 +30,97 @@ use fake_cluster::FakeEcr;
 use node::{BUSYBOX, Node, NodeAssets, oci_layout};
 use serde_json::{Value, json};
 
-const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
-const REGION: &str = "us-east-1";
-const SECRET: &str = "aws-ecr-token";
+pub(crate) const REGISTRY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+pub(crate) const REGION: &str = "us-east-1";
+pub(crate) const SECRET: &str = "aws-ecr-token";
 const NAMESPACE: &str = "pull";
 /// How long a pod may take to run or fail its pull; generous, the machine is shared.
 const POD_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What became of a pod.
 #[derive(Debug)]
-enum Fate {
+pub(crate) enum Fate {
     Running,
     /// The container's waiting reason (ErrImagePull, ImagePullBackOff) and message.
     PullFailed(String, String),
 }
 
 // Fields drop in order: the node before the control plane it is registered with.
-struct Cluster {
-    node: Option<Node>,
-    cp: ControlPlane,
-    ecr: FakeEcr,
-    image: String,
-    dir: tempfile::TempDir,
+pub(crate) struct Cluster {
+    pub node: Option<Node>,
+    pub cp: ControlPlane,
+    pub ecr: FakeEcr,
+    /// The image the pods pull, `REGISTRY/<repository>:1`.
+    pub image: String,
+    /// Where the pods run and ecr-refresh writes.
+    pub namespace: &'static str,
+    pub dir: tempfile::TempDir,
 }
 
 impl Cluster {
-    fn kubectl(&self, args: &[&str]) -> String {
+    /// A registry under the ECR host holding the image at `repository` (its password
+    /// `password`), the fake ECR handing that password out, a control plane with the
+    /// ServiceAccount admission plugin, and a node routed to the registry. `namespace`
+    /// created.
+    pub(crate) fn start(
+        namespace: &'static str,
+        repository: &str,
+        password: &str,
+    ) -> (Self, TlsRegistry) {
+        let started = Instant::now();
+        let kube_assets = control_plane::assets();
+        let assets = NodeAssets::find(&kube_assets);
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let image = format!("{REGISTRY}/{repository}:1");
+        let (app_layout, pause_tar) = image_layouts(dir.path(), &image);
+
+        let registry = TlsRegistry::on_loopback("AWS", password);
+        registry.push(&app_layout, "1", repository, password);
+
+        let cp = ControlPlane::start_with_service_account_admission();
+        let ecr = FakeEcr::start();
+        ecr.set_password(REGION, password);
+        let admin = cp.admin_kubeconfig().to_owned();
+        let node = Node::start(assets, &admin, || cp.kubectl(), &pause_tar);
+        node.route_registry(REGISTRY, &registry.host(), &registry.certificate);
+        eprintln!(
+            "{namespace}: node {} ready in {:.1?}",
+            node.name,
+            started.elapsed()
+        );
+        let c = Self {
+            cp,
+            ecr,
+            node: Some(node),
+            image,
+            namespace,
+            dir,
+        };
+        c.cp.create_namespace(namespace);
+        (c, registry)
+    }
+
+    pub(crate) fn kubectl(&self, args: &[&str]) -> String {
         self.cp.kubectl_run(args)
     }
 
-    fn json(&self, args: &[&str]) -> Value {
+    pub(crate) fn json(&self, args: &[&str]) -> Value {
         let text = self.kubectl(&[args, &["-o", "json"]].concat());
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("kubectl {args:?}: {e}: {text}"))
     }
 
-    fn node(&self) -> &Node {
+    pub(crate) fn node(&self) -> &Node {
         self.node.as_ref().expect("the node runs")
     }
 
     /// ecr-refresh once, as the CronJob runs it with the service-accounts component
     /// (ECR_REFRESH_SERVICE_ACCOUNTS=default); RENEW_BEFORE=12h makes every run write.
     fn refresh(&self) -> Vec<Value> {
+        self.refresh_with(&[])
+    }
+
+    /// The same with more variables, or other values (`extra` is set last).
+    pub(crate) fn refresh_with(&self, extra: &[(&str, &str)]) -> Vec<Value> {
         let out = Command::new(env!("CARGO_BIN_EXE_ecr-refresh"))
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -79,13 +129,14 @@ impl Cluster {
             .envs(self.ecr.client_env(REGION))
             .env("ECR_REFRESH_LOG_FORMAT", "json")
             .env("ECR_REFRESH_REGISTRIES", REGISTRY)
-            .env("ECR_REFRESH_NAMESPACES", NAMESPACE)
+            .env("ECR_REFRESH_NAMESPACES", self.namespace)
             .env("ECR_REFRESH_SERVICE_ACCOUNTS", "default")
             .env("ECR_REFRESH_RENEW_BEFORE", "12h")
             .env(
                 "ECR_REFRESH_TERMINATION_LOG",
                 self.dir.path().join("termination-log"),
             )
+            .envs(extra.iter().copied())
             .output()
             .expect("ecr-refresh runs");
         let (stdout, stderr) = texts(&out);
@@ -106,11 +157,11 @@ impl Cluster {
             .collect()
     }
 
-    fn secret(&self) -> Value {
-        self.json(&["get", "secret", SECRET, "-n", NAMESPACE])
+    pub(crate) fn secret(&self) -> Value {
+        self.json(&["get", "secret", SECRET, "-n", self.namespace])
     }
 
-    fn secret_password(&self) -> String {
+    pub(crate) fn secret_password(&self) -> String {
         let secret = self.secret();
         let encoded = secret["data"][".dockerconfigjson"]
             .as_str()
@@ -133,7 +184,7 @@ impl Cluster {
         let pod = json!({
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": NAMESPACE},
+            "metadata": {"name": name, "namespace": self.namespace},
             "spec": {
                 "nodeName": self.node().name,
                 "hostNetwork": true,
@@ -148,6 +199,11 @@ impl Cluster {
                 }],
             },
         });
+        self.create(&pod);
+    }
+
+    /// `kubectl create` of an object.
+    pub(crate) fn create(&self, object: &Value) {
         let mut child = self
             .cp
             .kubectl()
@@ -162,21 +218,23 @@ impl Cluster {
             .stdin
             .take()
             .expect("stdin")
-            .write_all(pod.to_string().as_bytes())
-            .expect("write the pod");
+            .write_all(object.to_string().as_bytes())
+            .expect("write the object");
         let out = child.wait_with_output().expect("kubectl create");
         assert!(
             out.status.success(),
-            "kubectl create pod {name}: {}",
+            "kubectl create {} {}: {}",
+            object["kind"],
+            object["metadata"]["name"],
             texts(&out).1
         );
     }
 
     /// Waits until the pod runs or its pull fails.
-    fn fate(&self, name: &str) -> Fate {
+    pub(crate) fn fate(&self, name: &str) -> Fate {
         let deadline = Instant::now() + POD_TIMEOUT;
         loop {
-            let pod = self.json(&["get", "pod", name, "-n", NAMESPACE]);
+            let pod = self.json(&["get", "pod", name, "-n", self.namespace]);
             if pod["status"]["phase"] == "Running" {
                 return Fate::Running;
             }
@@ -200,19 +258,19 @@ impl Cluster {
         }
     }
 
-    fn delete_pod(&self, name: &str) {
-        self.kubectl(&["delete", "pod", name, "-n", NAMESPACE, "--wait=false"]);
+    pub(crate) fn delete_pod(&self, name: &str) {
+        self.kubectl(&["delete", "pod", name, "-n", self.namespace, "--wait=false"]);
     }
 }
 
-fn texts(out: &Output) -> (String, String) {
+pub(crate) fn texts(out: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
-fn outcome(lines: &[Value], namespace: &str) -> String {
+pub(crate) fn outcome(lines: &[Value], namespace: &str) -> String {
     lines
         .iter()
         .find(|l| l["namespace"] == namespace && l.get("outcome").is_some())
@@ -220,14 +278,15 @@ fn outcome(lines: &[Value], namespace: &str) -> String {
         .unwrap_or_else(|| panic!("no outcome for {namespace} in {lines:?}"))
 }
 
-fn image_layouts(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+/// The app's image (busybox sleeping, named `image`) and the sandbox's.
+fn image_layouts(dir: &Path, image: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let busybox = Path::new(BUSYBOX);
     let (app, _) = oci_layout(
         &dir.join("app"),
         &[("bin/busybox", busybox)],
         &["/bin/busybox", "sleep", "3600"],
         "1",
-        &format!("{REGISTRY}/app:1"),
+        image,
     );
     // The sandbox: sleeps for good (as PID 1 it ignores SIGTERM; containerd kills it).
     let (_, pause) = oci_layout(
@@ -244,36 +303,10 @@ fn image_layouts(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 #[ignore = "needs root, KUBEBUILDER_ASSETS, ECR_REFRESH_NODE_ASSETS, runc, busybox-static, docker-registry and skopeo (bash .ci/test)"]
 fn a_kubelet_pulls_with_the_secret_before_during_and_after_a_refresh() {
     let started = Instant::now();
-    let kube_assets = control_plane::assets();
-    let assets = NodeAssets::find(&kube_assets);
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let (app_layout, pause_tar) = image_layouts(dir.path());
-
     let first = "first-token-from-ecr";
-    let registry = TlsRegistry::on_loopback("AWS", first);
-    registry.push(&app_layout, "1", "app", first);
-
-    let cp = ControlPlane::start_with_service_account_admission();
-    let ecr = FakeEcr::start();
-    ecr.set_password(REGION, first);
-    let admin = cp.admin_kubeconfig().to_owned();
-    let node = Node::start(assets, &admin, || cp.kubectl(), &pause_tar);
-    node.route_registry(REGISTRY, &registry.host(), &registry.certificate);
-    let cgroup_root = node.cgroup_root().to_owned();
-    let node_dir = node.dir.clone();
-    eprintln!(
-        "kubelet_pull: node {} ready in {:.1?}",
-        node.name,
-        started.elapsed()
-    );
-    let c = Cluster {
-        cp,
-        ecr,
-        node: Some(node),
-        image: format!("{REGISTRY}/app:1"),
-        dir,
-    };
-    c.cp.create_namespace(NAMESPACE);
+    let (c, registry) = Cluster::start(NAMESPACE, "app", first);
+    let cgroup_root = c.node().cgroup_root().to_owned();
+    let node_dir = c.node().dir.clone();
     c.kubectl(&["create", "serviceaccount", "default", "-n", NAMESPACE]);
 
     // 1. ecr-refresh writes the Secret and lists it on the default ServiceAccount.

@@ -15,3 +15,7 @@ mod kubelet_pull;
 // ECR_REFRESH_EVICT_STUCK_PODS on a real node, and the kubelet's record of pulls (KEP-2535)
 // measured: in place against delete-and-create.
 mod evict;
+
+// Self-hosting from ECR: ecr-refresh's own pod pulls its image with the Secret the bootstrap
+// wrote, and after a refresh.
+mod self_hosting;

@@ -37,23 +37,7 @@ fn chart_field(key: &str) -> String {
         .to_owned()
 }
 
-/// Helm: `HELM`, else `helm` on PATH. Missing, the test fails and says how to build it.
-pub(crate) fn helm_binary() -> PathBuf {
-    const BUILD: &str = "build it with `.ci/go-tool helm` and set HELM=\"$(.ci/go-tool helm | tail -1)/helm\" (or put that directory on PATH)";
-    if let Some(path) = std::env::var_os("HELM").filter(|v| !v.is_empty()) {
-        let path = PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "HELM={} is not a file: {BUILD}",
-            path.display()
-        );
-        return path;
-    }
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|dir| dir.join("helm"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("Helm not found (HELM unset, no helm on PATH): {BUILD}"))
-}
+pub(crate) use common::helm::helm_binary;
 
 /// Helm with its cache, configuration and data in a directory of its own (no state of the
 /// developer's read or written), talking to `kubeconfig` or to nothing.
@@ -774,6 +758,19 @@ fn bad_values_are_refused_with_a_message_naming_the_value() {
             json!({"aws": {"webIdentity": {"roleArn": "arn:aws:iam::111122223333:role/x"}},
                    "extraEnv": [{"name": "AWS_ROLE_SESSION_NAME", "value": "mine"}]}),
             "extraEnv sets AWS_ROLE_SESSION_NAME",
+        ),
+        // Self-hosting from ECR: the pod lists the Secret the runs would never write there.
+        (
+            json!({"imagePullSecrets": [{"name": "aws-ecr-token"}], "namespaces": ["team-a"]}),
+            "imagePullSecrets lists aws-ecr-token, the pull Secret, but namespaces does not select the release's namespace ecr-refresh",
+        ),
+        (
+            json!({"scope": "namespaced", "namespaces": ["team-a"], "imagePullSecrets": [{"name": "aws-ecr-token"}]}),
+            "imagePullSecrets lists aws-ecr-token, the pull Secret, but namespaces does not select the release's namespace ecr-refresh",
+        ),
+        (
+            json!({"imagePullSecrets": [{"name": "ecr-pull"}], "secretName": "ecr-pull", "excludeNamespaces": ["ecr-refresh"]}),
+            "imagePullSecrets lists ecr-pull, the pull Secret, but excludeNamespaces takes the release's namespace ecr-refresh out",
         ),
     ];
     for (values, message) in cases {
@@ -1872,14 +1869,30 @@ fn set_values(command: &str) -> Value {
             v => json!(v),
         };
         let mut at = &mut values;
-        for k in &keys[..keys.len() - 1] {
+        for k in &keys {
+            // `name[N]`: the Nth item of the list `name`, as Helm's --set reads it.
+            let (name, index) = match k.strip_suffix(']').and_then(|k| k.split_once('[')) {
+                Some((name, n)) => (name, Some(n.parse::<usize>().expect("a list index"))),
+                None => (k.as_str(), None),
+            };
             at = at
                 .as_object_mut()
                 .expect("a map")
-                .entry(k.clone())
-                .or_insert_with(|| json!({}));
+                .entry(name.to_owned())
+                .or_insert_with(|| {
+                    if index.is_some() {
+                        json!([])
+                    } else {
+                        json!({})
+                    }
+                });
+            if let Some(n) = index {
+                let list = at.as_array_mut().expect("a list");
+                list.resize(list.len().max(n + 1), json!({}));
+                at = &mut list[n];
+            }
         }
-        at[keys.last().expect("a key").as_str()] = value;
+        *at = value;
     }
     values
 }

@@ -124,6 +124,15 @@ image.repository (its first part, when that names a host). */}}
 {{- end }}
 {{- end }}
 
+{{/* The names imagePullSecrets lists, the chart's and the global ones, comma-separated. */}}
+{{- define "ecr-refresh.imagePullSecretNames" -}}
+{{- $names := list }}
+{{- range (include "ecr-refresh.imagePullSecrets" . | fromYamlArray) }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- join "," $names }}
+{{- end }}
+
 {{/*
 Namespaced scope reads no namespace list, so the selection must be literal names. The
 schema says so too; this is the message for a value the schema can't see through (--set
@@ -140,6 +149,24 @@ install and upgrade; helm template sees none.) */}}
 {{- if and $owner (ne $owner $.Release.Namespace) }}
 {{- fail (printf "ClusterRole %s already belongs to a release in namespace %s: the chart's cluster-wide objects (ClusterRoles, their bindings, the admission policy) are named by the release's full name, so one full name serves one release per cluster; install this one under another release name, or set fullnameOverride" $name $owner) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- /* Self-hosting from ECR: a pod that pulls ecr-refresh's own image with the pull Secret
+needs the runs to write it in the release's namespace, or it expires there 12 hours after the
+bootstrap wrote it. Said where the values show it: literal names, or a literal exclusion. */}}
+{{- $ns := .Release.Namespace }}
+{{- if has .Values.secretName (include "ecr-refresh.imagePullSecretNames" . | splitList ",") }}
+{{- $literal := true }}
+{{- range .Values.namespaces }}
+{{- if or (eq . "all") (contains "*" .) (contains "?" .) (contains "," .) }}
+{{- $literal = false }}
+{{- end }}
+{{- end }}
+{{- if and $literal (not (has $ns .Values.namespaces)) }}
+{{- fail (printf "imagePullSecrets lists %s, the pull Secret, but namespaces does not select the release's namespace %s: no run would write the Secret there, and ecr-refresh's own pod could not pull once the bootstrap's token expired; add %s to namespaces (docs: Self-hosting from ECR)" .Values.secretName $ns $ns) }}
+{{- end }}
+{{- if has $ns .Values.excludeNamespaces }}
+{{- fail (printf "imagePullSecrets lists %s, the pull Secret, but excludeNamespaces takes the release's namespace %s out: no run would write the Secret there, and ecr-refresh's own pod could not pull once the bootstrap's token expired (docs: Self-hosting from ECR)" .Values.secretName $ns) }}
 {{- end }}
 {{- end }}
 {{- if eq .Values.scope "namespaced" }}
