@@ -426,18 +426,61 @@ fn logged_fields() -> BTreeMap<String, std::collections::BTreeSet<String>> {
     found
 }
 
-/// The fields docs/src/log.md lists: the first column of the table under "## Field names".
+/// The fields docs/src/log.md lists: every name in the first column of the table under
+/// "## Field names", one or more per row (`` `a`, `b` ``). A first cell that is anything but
+/// backquoted names, comma-separated, is an error: a name the reader skipped would go unchecked.
 fn listed_fields(page: &str) -> Vec<String> {
     let (_, section) = page
         .split_once("\n## Field names\n")
         .expect("docs/src/log.md has a section ## Field names");
     let section = section.split("\n## ").next().unwrap_or(section);
-    section
+    let rows: Vec<&str> = section
         .lines()
-        .filter_map(|l| l.strip_prefix("| `"))
-        .filter_map(|l| l.split_once('`'))
-        .map(|(name, _)| name.to_owned())
+        .filter(|l| l.starts_with('|'))
+        .skip(2) // the header and its |---| line
+        .collect();
+    assert!(!rows.is_empty(), "the Field names table has rows");
+    rows.into_iter()
+        .flat_map(|row| {
+            let cell = row
+                .strip_prefix("| ")
+                .and_then(|r| r.split_once(" | "))
+                .map(|(cell, _)| cell)
+                .unwrap_or_else(|| panic!("a row of two cells: {row}"));
+            cell.split(", ").map(move |name| {
+                name.strip_prefix('`')
+                    .and_then(|n| n.strip_suffix('`'))
+                    .filter(|n| {
+                        !n.is_empty()
+                            && n.chars()
+                                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                    })
+                    .unwrap_or_else(|| {
+                        panic!("the first cell holds `field` names, comma-separated: {row}")
+                    })
+                    .to_owned()
+            })
+        })
         .collect()
+}
+
+#[test]
+fn the_field_list_reader_reads_every_name_of_a_row() {
+    let page = "# Log\n\n## Field names\n\n| fields | what |\n|---|---|\n\
+                | `a` | one |\n| `b`, `c_d`, `e2` | three, `f` not a field |\n\n## Next\n| `g` | no |\n";
+    assert_eq!(listed_fields(page), ["a", "b", "c_d", "e2"]);
+    for bad in [
+        "| `a`,`b` | x |",
+        "| `a` and `b` | x |",
+        "| a | x |",
+        "| `a` |",
+    ] {
+        let page = format!("## Field names\n| f | w |\n|---|---|\n{bad}\n");
+        assert!(
+            std::panic::catch_unwind(|| listed_fields(&page)).is_err(),
+            "{bad} is refused"
+        );
+    }
 }
 
 #[test]
