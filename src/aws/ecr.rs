@@ -89,12 +89,17 @@ impl fmt::Debug for RegionToken {
 /// where the credentials that fetched them came from (`web identity`, `assume role arn:… over
 /// static keys`), for the run's log.
 #[derive(Debug)]
-pub struct Tokens(pub Vec<RegionToken>, pub String);
+pub struct Tokens {
+    /// One per region needed, and one for ECR Public if it is configured.
+    pub regions: Vec<RegionToken>,
+    /// Where the credentials came from, for the run's log.
+    pub source: String,
+}
 
 impl Tokens {
     /// One credential per registry host, in the configured order within each token.
     pub fn credentials(&self) -> Vec<Credential<'_>> {
-        self.0
+        self.regions
             .iter()
             .flat_map(|t| {
                 t.registries.iter().map(|registry| Credential {
@@ -106,7 +111,7 @@ impl Tokens {
     }
 
     pub fn registries(&self) -> Vec<String> {
-        self.0
+        self.regions
             .iter()
             .flat_map(|t| t.registries.iter().map(|r| r.host().to_owned()))
             .collect()
@@ -116,7 +121,7 @@ impl Tokens {
     /// as `ecr-public` (PUBLIC_TOKEN_KEY). ECR Public's token is issued in us-east-1 too, but it
     /// is another token with its own expiry: keyed by region, one would hide the other.
     pub fn expiry_by_token(&self) -> std::collections::BTreeMap<String, SystemTime> {
-        self.0
+        self.regions
             .iter()
             .filter_map(|t| {
                 let key = match &t.api {
@@ -130,7 +135,7 @@ impl Tokens {
 
     /// The earliest expiry, RFC 3339: when the Secret stops working.
     pub fn expires_at(&self) -> String {
-        self.0
+        self.regions
             .iter()
             .map(|t| t.expires_at)
             .min_by_key(|d| (d.secs(), d.subsec_nanos()))
@@ -212,7 +217,10 @@ pub async fn fetch(
                 reason,
             })?;
         token.registries = with_twins(vec![registry], dual_stack)?;
-        return Ok(Tokens(vec![token], source));
+        return Ok(Tokens {
+            regions: vec![token],
+            source,
+        });
     }
     // One group per token, in the order the registries were configured: a region's private
     // registries (None: ECR Public's).
@@ -241,7 +249,10 @@ pub async fn fetch(
         token.registries = with_twins(hosts, dual_stack)?;
         tokens.push(token);
     }
-    Ok(Tokens(tokens, source))
+    Ok(Tokens {
+        regions: tokens,
+        source,
+    })
 }
 
 async fn get_token(

@@ -256,7 +256,7 @@ pub enum LoginError {
 /// (ECR Public), the registry hosts themselves.
 pub async fn verify(tokens: &Tokens) -> Result<(), LoginError> {
     let client = client().map_err(|e| LoginError::Client(e.to_string()))?;
-    for token in &tokens.0 {
+    for token in &tokens.regions {
         for endpoint in endpoints(token) {
             let auth = login(&client, &endpoint, &token.password).await?;
             info!(registry = %endpoint, region = %token.region, api = %token.api, auth, "login check passed");

@@ -93,7 +93,7 @@ impl SecretKind for ArgoSecret<'_> {
     ) -> Result<Settled, ArgoError> {
         let token = fetched
             .tokens
-            .0
+            .regions
             .iter()
             .find(|t| t.registries.contains(&self.target.registry))
             .expect("every configured registry has its token");

@@ -43,7 +43,7 @@ use install_name::InstallName;
 use lines::{log_dropped, log_failed, log_left_undone, log_summary, log_written};
 use report::{Report, Summary};
 use secret::{NotRefreshed, SecretKind};
-use tokens::{Fetched, TokenError, Tokens};
+use tokens::{Fetched, OnDemand, TokenError};
 
 /// What a run came to, for its end.
 struct Refreshed<'a> {
@@ -118,7 +118,7 @@ struct Shared<'a> {
     policy: Policy<'a>,
     /// The name the Secrets written record (asked of the API server when none is configured).
     install: InstallName<'a>,
-    tokens: &'a Tokens<'a>,
+    tokens: &'a OnDemand<'a>,
     stop: &'a Stop,
     events: &'a events::Events,
 }
@@ -176,7 +176,7 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         prepared = prepare(config) => prepared?,
         reason = stop.stopping() => return Err(Unavailable::Stopped { reason, done: "written" }),
     };
-    let tokens = Tokens {
+    let tokens = OnDemand {
         sdk: &prepared.sdk,
         config,
         cell: OnceCell::new(),

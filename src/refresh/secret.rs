@@ -14,7 +14,7 @@ use crate::owned::{self, OwnedError, Settled, SkipReason};
 use crate::pull_secret::due::{self, Decision, Judged};
 use crate::report::Outcome;
 
-use super::tokens::{Fetched, TokenError, Tokens};
+use super::tokens::{Fetched, OnDemand, TokenError};
 
 /// What differs between the kinds of Secret a refresh writes.
 pub(super) trait SecretKind {
@@ -55,7 +55,7 @@ pub(super) struct Seen {
 /// gets the tokens and writes it.
 pub(super) async fn refresh<K: SecretKind>(
     kind: &mut K,
-    tokens: &Tokens<'_>,
+    tokens: &OnDemand<'_>,
     api: &Api<Secret>,
     name: &str,
     read: Read<Secret>,

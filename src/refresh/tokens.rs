@@ -18,7 +18,7 @@ pub(super) use crate::run::end::TokenError;
 /// per region per run, and no namespace is written before the tokens (and the login check)
 /// are in hand. A failure is kept: every namespace waiting sees it, and the run ends, having
 /// written nothing.
-pub(super) struct Tokens<'a> {
+pub(super) struct OnDemand<'a> {
     pub sdk: &'a SdkConfig,
     pub config: &'a Config,
     pub cell: OnceCell<Result<Fetched, Arc<TokenError>>>,
@@ -30,7 +30,7 @@ pub(super) struct Fetched {
     pub expires_at: String,
 }
 
-impl Tokens<'_> {
+impl OnDemand<'_> {
     pub(super) async fn get(&self) -> Result<&Fetched, Arc<TokenError>> {
         self.cell
             .get_or_init(|| async { self.fetch().await.map_err(Arc::new) })
@@ -45,8 +45,8 @@ impl Tokens<'_> {
         info!(
             registries = %tokens.registries().join(","),
             token_expires_at = %expires_at,
-            regions = tokens.0.len(),
-            credentials = %tokens.1,
+            regions = tokens.regions.len(),
+            credentials = %tokens.source,
             "ECR tokens fetched"
         );
         if self.config.verify_login {
