@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, ServiceAccount};
 
-use crate::aws::registry::{RegistryHost, with_twins};
+use crate::aws::registry::RegistryHost;
 pub use recovery::{Cause, Recovery, RecoveryContext, cause, recovery};
 
 /// The waiting reasons of a container whose image could not be pulled (kubelet's
@@ -43,19 +43,14 @@ impl Managed {
         let mut any_in_region = None;
         let hosts = if written.is_empty() {
             // The caller's own registry: the account is only known from our last write.
-            let recorded: Vec<RegistryHost> = secret
+            let recorded = secret
                 .map(crate::pull_secret::recorded_hosts)
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|h| RegistryHost::from_str(h).ok())
-                .filter(|h| Some(h.region()) == region && !h.is_dual_stack())
-                .collect();
-            if recorded.is_empty() {
+                .unwrap_or_default();
+            let own = crate::pull_secret::own_recorded(&recorded, region);
+            if own.is_empty() {
                 any_in_region = region.map(str::to_owned);
             }
-            // A partition without dual-stack has no twin to expect; a refresh refuses to
-            // write there (NoDualStack), so a check has nothing to add about it.
-            with_twins(recorded.clone(), dual_stack).unwrap_or(recorded)
+            crate::pull_secret::own_written(own, dual_stack)
         } else {
             written.to_vec()
         };

@@ -325,18 +325,15 @@ fn registries_due(
                 return vec![Due::StaleRegistry(stale.clone())];
             }
             // The caller's registry as ECR names it (never a dual-stack host), then its twin.
-            let ipv4: Vec<&String> = recorded
-                .iter()
-                .filter(|h| RegistryHost::from_str(h).is_ok_and(|h| !h.is_dual_stack()))
-                .collect();
-            let host = match ipv4[..] {
+            let own = crate::pull_secret::own_recorded(recorded, region);
+            let host = match &own[..] {
                 [] => {
                     return vec![Due::MissingRegistry(format!(
                         "(the caller's own registry in {})",
                         region.unwrap_or("AWS_REGION")
                     ))];
                 }
-                [host] => host,
+                [host] => host.clone(),
                 // Only one of them is the caller's, and which one only ECR can say.
                 [_, ..] => {
                     return vec![Due::StaleRegistry(
@@ -344,13 +341,8 @@ fn registries_due(
                     )];
                 }
             };
-            let twin = RegistryHost::from_str(host)
-                .ok()
-                .and_then(|h| h.dual_stack_twin().ok().flatten())
-                .map(|t| t.host().to_owned());
-            let expected: Vec<&str> = std::iter::once(host.as_str())
-                .chain(twin.as_deref().filter(|_| dual_stack))
-                .collect();
+            let written = crate::pull_secret::own_written(vec![host], dual_stack);
+            let expected: Vec<&str> = written.iter().map(RegistryHost::host).collect();
             missing_then_stale(expected)
         }
     }

@@ -33,6 +33,30 @@ pub const DIGEST_ANNOTATION: &str = "ecr-refresh/auths-sha256";
 /// Where `kubectl apply` keeps a copy of the whole object it applied, password included.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// The caller's own registry as our last write recorded it, when ECR_REFRESH_REGISTRIES names
+/// none (the account is only known from there): the `recorded` hosts in `region` as ECR names
+/// them, never a dual-stack host. Empty: none recorded yet.
+pub fn own_recorded(
+    recorded: &std::collections::BTreeSet<String>,
+    region: Option<&str>,
+) -> Vec<crate::aws::registry::RegistryHost> {
+    recorded
+        .iter()
+        .filter_map(|h| h.parse::<crate::aws::registry::RegistryHost>().ok())
+        .filter(|h| region.is_none_or(|r| h.region() == r) && !h.is_dual_stack())
+        .collect()
+}
+
+/// What a write of the caller's own registry puts in `auths`: those hosts, each with its
+/// dual-stack twin under `dual_stack`. A partition without dual-stack hosts has no twin to
+/// expect (a refresh refuses to write there, `NoDualStack`), so its hosts stand alone.
+pub fn own_written(
+    own: Vec<crate::aws::registry::RegistryHost>,
+    dual_stack: bool,
+) -> Vec<crate::aws::registry::RegistryHost> {
+    crate::aws::registry::with_twins(own.clone(), dual_stack).unwrap_or(own)
+}
+
 /// The hosts our last write recorded (`ecr-refresh/registries`), as the kubelet matches them.
 pub fn recorded_hosts(secret: &Secret) -> std::collections::BTreeSet<String> {
     secret
