@@ -555,7 +555,7 @@ fn log_summary(tally: &Tally, elapsed_ms: u64) {
                 pods_unchecked = tally.pods_unchecked,
                 unchecked = tally.unchecked,
                 listing_incomplete = tally.listing_incomplete,
-                argocd = tally.argocd,
+                argocd_checked = tally.argocd,
                 argocd_with_findings = tally.argocd_with_findings.len(),
                 credentials = tally.credentials.as_deref(),
                 elapsed_ms,

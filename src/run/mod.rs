@@ -1,5 +1,4 @@
 //! What the two modes share: the rules a Secret is judged by (a refresh writes a Secret they
-//! What the two modes share: the rules a Secret is judged by (a refresh writes a Secret they
 //! call due; a check reports it), the stop, the namespace driver over the list pages
 //! (`cluster::reads` reads them), the ServiceAccounts a namespace's pods are judged against,
 //! and the end of a run.

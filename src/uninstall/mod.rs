@@ -84,7 +84,7 @@ const ATTEMPTS: usize = 5;
 
 /// What happened to one Secret, as the log line says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Done {
+enum Fate {
     Deleted,
     Stripped,
     Kept,
@@ -92,7 +92,7 @@ enum Done {
     Gone,
 }
 
-impl Done {
+impl Fate {
     fn as_str(self, dry_run: bool) -> &'static str {
         match (self, dry_run) {
             (Self::Deleted, false) => "deleted",
@@ -207,7 +207,7 @@ pub async fn run(config: &Config) -> u8 {
         match undo(&api, name, dry_run, install.as_deref(), secret).await {
             Ok((done, detail)) => {
                 *tally.entry(done.as_str(dry_run)).or_default() += 1;
-                if matches!(done, Done::Deleted | Done::Stripped) {
+                if matches!(done, Fate::Deleted | Fate::Stripped) {
                     undone.insert(namespace.clone());
                 }
                 info!(
@@ -295,7 +295,7 @@ async fn undo(
     dry_run: bool,
     install: Option<&str>,
     first: Secret,
-) -> Result<(Done, String), UninstallError> {
+) -> Result<(Fate, String), UninstallError> {
     let namespace = first.metadata.namespace.clone().unwrap_or_default();
     let fail = |action: &'static str, source: RequestError| {
         if source.code() == Some(403) {
@@ -323,17 +323,17 @@ async fn undo(
                 .map_err(|e| fail("read", e))?
             {
                 Some(secret) => secret,
-                None => return Ok((Done::Gone, String::new())),
+                None => return Ok((Fate::Gone, String::new())),
             },
         };
         if !remove::managed_by_us(&current) {
             return Ok((
-                Done::Kept,
+                Fate::Kept,
                 "no longer labelled app.kubernetes.io/managed-by: ecr-refresh".to_owned(),
             ));
         }
         let sent = match remove::removal(&current, install) {
-            Removal::Keep(why) => return Ok((Done::Kept, why.as_str().to_owned())),
+            Removal::Keep(why) => return Ok((Fate::Kept, why.as_str().to_owned())),
             Removal::Delete => {
                 let params = DeleteParams {
                     dry_run,
@@ -347,7 +347,7 @@ async fn undo(
                     .await
                     .map(|_| {
                         (
-                            Done::Deleted,
+                            Fate::Deleted,
                             "created by ecr-refresh, only its entries".to_owned(),
                         )
                     })
@@ -363,7 +363,7 @@ async fn undo(
                     .await
                     .map(|_| {
                         (
-                            Done::Stripped,
+                            Fate::Stripped,
                             format!("entries removed: {}; the others stay", removed.join(",")),
                         )
                     })
@@ -374,7 +374,7 @@ async fn undo(
             // A precondition or a test failed: it changed since our read. Read again.
             Err(RequestError::Api(s)) if s.is_conflict() || s.is_invalid() => {}
             Err(RequestError::Api(s)) if s.is_not_found() => {
-                return Ok((Done::Gone, String::new()));
+                return Ok((Fate::Gone, String::new()));
             }
             Err(e) => return Err(fail("write", e)),
         }
