@@ -24,6 +24,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod evict;
+pub mod fleet;
 pub mod glob;
 pub mod logging;
 pub mod metrics;
