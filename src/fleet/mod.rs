@@ -7,6 +7,9 @@
 //! cluster is sent as that ServiceAccount: the spoke's own RBAC and admission policy hold each
 //! write, as they do for a local install.
 
+pub mod kubeconfig;
+pub mod source;
+
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
