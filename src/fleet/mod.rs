@@ -8,6 +8,7 @@
 //! write, as they do for a local install.
 
 pub mod connect;
+pub mod kubeconfig;
 pub mod source;
 
 use std::fmt;
