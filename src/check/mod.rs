@@ -20,6 +20,7 @@ mod pods;
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
@@ -196,7 +197,8 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
 /// caller's own is in it) and why a refresh's credentials would fail, if they would.
 struct Before {
     region: Option<String>,
-    credentials: Option<String>,
+    /// Logged once, after the first cluster's `connected` line.
+    credentials: OnceLock<Option<String>>,
 }
 
 async fn before(config: &Config) -> Result<Before, Unavailable> {
@@ -207,7 +209,7 @@ async fn before(config: &Config) -> Result<Before, Unavailable> {
     };
     Ok(Before {
         region,
-        credentials: log_credentials(config),
+        credentials: OnceLock::new(),
     })
 }
 
@@ -359,7 +361,10 @@ async fn prepare<'a>(
         warn!(error = %e, "the Secrets are read one namespace at a time: grant the check's ServiceAccount \
             list on the Secret's name (resourceNames; see manifests/) to read them in one list");
     }
-    let credentials = before.credentials.clone();
+    let credentials = before
+        .credentials
+        .get_or_init(|| log_credentials(config))
+        .clone();
     let first = pages.first().await?;
     let shared = Shared {
         config,
