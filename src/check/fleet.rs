@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use tracing::{Instrument as _, info, info_span, warn};
+use tracing::{Instrument as _, Level, info_span};
 
 use super::{Before, Tally, before, check_cluster, log_summary, metrics};
 use crate::aws::credentials::roles_anywhere::certificate_expiry;
@@ -118,8 +118,9 @@ impl Finished for Fleet {
         let with_findings: usize = self.tallies().map(|t| t.with_findings.len()).sum();
         let failed_clusters = failed.join(",");
         macro_rules! summary {
-            ($level:ident) => {
-                $level!(
+            ($level:expr) => {
+                tracing::event!(
+                    $level,
                     mode = "check",
                     clusters = self.clusters.len(),
                     clusters_reached = self.reached(),
@@ -134,9 +135,9 @@ impl Finished for Fleet {
             };
         }
         if failed.is_empty() {
-            summary!(info);
+            summary!(Level::INFO);
         } else {
-            summary!(warn);
+            summary!(Level::WARN);
         }
     }
 

@@ -4,6 +4,8 @@
 //! impersonates it. Everything the run sends there after is the ServiceAccount's, held by the
 //! spoke's own RBAC and admission policy.
 
+use std::time::Duration;
+
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use kube::config::AuthInfo;
 use secrecy::{ExposeSecret as _, SecretString};
@@ -15,6 +17,10 @@ use crate::cluster::retry::{self, RequestError};
 /// The token's life: the API server's least. A run ends within it (ECR_REFRESH_TIMEOUT's most
 /// is lower), so it is never renewed.
 pub const TOKEN_SECONDS: i64 = 600;
+
+/// How long the TokenRequest, a spoke's first request, may take with its retries: a spoke that
+/// is down fails its cluster in this, not in a restart's minute.
+pub const FIRST_CONTACT: Duration = Duration::from_secs(15);
 
 /// Why a spoke could not be reached as its ServiceAccount: that cluster's failure.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +89,8 @@ async fn request_token(
         "/api/v1/namespaces/{}/serviceaccounts/{}/token",
         account.namespace, account.name
     );
-    let sent = retry::send("request a token for the spoke's ServiceAccount", || {
+    let what = "request a token for the spoke's ServiceAccount";
+    let sent = retry::send_within(what, FIRST_CONTACT, || {
         let request = http::Request::post(&path)
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(body.clone())

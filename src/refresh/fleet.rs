@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
-use tracing::{Instrument as _, info, info_span, warn};
+use tracing::{Instrument as _, Level, info_span};
 
 use super::lines::log_summary;
 use super::report::{Report, Summary};
@@ -172,8 +172,9 @@ impl Finished for Fleet<'_> {
         let count = |o| outcomes.get(&o).copied().unwrap_or(0);
         let failed_clusters = failed.join(",");
         macro_rules! summary {
-            ($level:ident, $message:literal) => {
-                $level!(
+            ($level:expr) => {
+                tracing::event!(
+                    $level,
                     clusters = self.clusters.len(),
                     clusters_reached = self.reached(),
                     clusters_failed = failed.len(),
@@ -187,14 +188,14 @@ impl Finished for Fleet<'_> {
                     failed = count(Outcome::Failed),
                     dry_run = self.config.dry_run,
                     elapsed_ms,
-                    $message
+                    "fleet summary"
                 )
             };
         }
         if failed.is_empty() {
-            summary!(info, "fleet summary");
+            summary!(Level::INFO);
         } else {
-            summary!(warn, "fleet summary");
+            summary!(Level::WARN);
         }
     }
 

@@ -81,14 +81,6 @@ where
              ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL=true to include it)"
         );
     }
-    info!(
-        source = %clusters.source,
-        clusters = targets.len(),
-        concurrency = clusters.concurrency,
-        auth = clusters.auth.as_str(),
-        service_account = %account,
-        "clusters read"
-    );
     let spoke_install: Option<Install> = account.to_string().parse().ok();
     let (hub, work) = (&hub, &work);
     let runs = targets.into_iter().map(|(name, spoke)| {
