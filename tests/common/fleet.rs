@@ -11,8 +11,8 @@ use std::time::Instant;
 use control_plane::{ControlPlane, Options};
 use serde_json::{Value, json};
 
-use super::manifests::{copy, documents, yaml};
-use super::real::{RealHarness, admin, create, get, kubectl, namespaces, ok, wait_until_enforced};
+use super::manifests::{copy, documents};
+use super::real::{RealHarness, create, get, namespaces, ok, wait_until_enforced};
 use super::{Run, SECRET, b64};
 
 /// The spoke's ServiceAccount every write in a spoke is made as (the default of
@@ -48,20 +48,12 @@ impl Spoke {
             assets,
             audit_log: true,
         });
-        if by_recipe() {
-            install_by_recipe(&cp);
-        } else {
-            install(&cp);
-        }
+        install(&cp);
         let mut all = SELECTED.to_vec();
         all.push(UNSELECTED);
         namespaces(&cp, &all);
         wait_until_enforced(&cp, SELECTED[0]);
-        let (hub_token, server, ca_data) = if by_recipe() {
-            hub_credential_by_recipe(&cp)
-        } else {
-            (hub_token(&cp), cp.server_url(), b64(&cp.ca_pem()))
-        };
+        let (hub_token, server, ca_data) = hub_credential(&cp);
         eprintln!(
             "spoke {name}: {} installed in {:.1?}",
             cp.version(),
@@ -213,130 +205,75 @@ pub(crate) fn start_spokes(spokes: &[(&'static str, Option<PathBuf>)]) -> Vec<Sp
         .collect()
 }
 
-/// The spoke install, applied by the spoke's admin: manifests/ without the CronJob, and the
-/// hub's Role, RoleBinding and ServiceAccount ecr-refresh-hub.
-fn install(cp: &ControlPlane) {
-    let manifests = copy();
-    let program = cp.assets().join("kubectl");
-    let rendered = documents(&ok(
-        kubectl(cp, &program, cp.admin_kubeconfig())
-            .arg("kustomize")
-            .arg(manifests.path().join("manifests")),
-        "",
-    ));
-    let spoke: Vec<Value> = rendered
-        .into_iter()
-        .filter(|o| o["kind"] != "CronJob")
-        .collect();
-    admin(cp, &["apply", "-f", "-"], &yaml(&spoke));
-    admin(cp, &["apply", "-f", "-"], HUB_RIGHT);
-}
-
-/// The one right the hub has in a spoke: a token for the spoke's ServiceAccount.
-const HUB_RIGHT: &str = "
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: ecr-refresh-hub, namespace: ecr-refresh}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: ecr-refresh-hub, namespace: ecr-refresh}
-rules:
-- {apiGroups: [''], resources: [serviceaccounts/token], resourceNames: [ecr-refresh], verbs: [create]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: ecr-refresh-hub, namespace: ecr-refresh}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: ecr-refresh-hub}
-subjects:
-- {kind: ServiceAccount, name: ecr-refresh-hub, namespace: ecr-refresh}
-";
-
-/// The hub's credential for a spoke: a token of ecr-refresh-hub, minted by the spoke's admin.
-fn hub_token(cp: &ControlPlane) -> String {
-    let (namespace, name) = HUB_ACCOUNT;
-    cp.kubectl_run(&["create", "token", name, "-n", namespace, "--duration=24h"])
-        .trim()
-        .to_owned()
-}
-
 /// Where the hub keeps its clusters.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Source {
-    /// Cluster API's `<cluster>-kubeconfig` Secrets.
+    /// Cluster API's `<cluster>-kubeconfig` Secrets (the page's `hub-capi` values).
     Capi,
-    /// Argo CD's cluster Secrets.
+    /// Argo CD cluster Secrets holding the narrowed credential (`hub-argocd`, each Secret
+    /// written by `argocd-cluster-secret`).
     ArgoCd,
 }
 
 impl Source {
-    /// The value of ECR_REFRESH_CLUSTERS.
-    pub(crate) fn variable(self) -> &'static str {
-        match self {
-            Self::Capi => "capi",
-            Self::ArgoCd => "argocd",
-        }
+    /// The hub's chart values as the Fleets page shows them: (`clusters.source`, that is
+    /// ECR_REFRESH_CLUSTERS; `clusters.namespaces`, ECR_REFRESH_CLUSTERS_NAMESPACE).
+    pub(crate) fn values(self) -> (String, Vec<String>) {
+        let name = match self {
+            Self::Capi => "hub-capi",
+            Self::ArgoCd => "hub-argocd",
+        };
+        let values = documents(&recipe(name, "yaml"));
+        let clusters = &values[0]["clusters"];
+        let source = clusters["source"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: clusters.source"))
+            .to_owned();
+        let namespaces: Vec<String> = clusters["namespaces"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: clusters.namespaces"))
+            .iter()
+            .map(|n| n.as_str().expect("a namespace").to_owned())
+            .collect();
+        (source, namespaces)
     }
 
-    /// The name a run gives the spoke, when its Secret sits in `namespace`.
-    pub(crate) fn cluster_name(self, namespace: &str, spoke: &Spoke) -> String {
-        match self {
-            Self::Capi => format!("{namespace}/{}", spoke.name),
-            Self::ArgoCd => spoke.name.to_owned(),
-        }
-    }
-
-    /// The hub's Secret for `spoke`.
-    fn secret(self, namespace: &str, spoke: &Spoke) -> Value {
-        match self {
-            Self::Capi => json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": { "name": format!("{}-kubeconfig", spoke.name), "namespace": namespace,
-                              "labels": { "cluster.x-k8s.io/cluster-name": spoke.name } },
-                "type": "cluster.x-k8s.io/secret",
-                "data": { "value": b64(&spoke.kubeconfig()) }
-            }),
-            Self::ArgoCd => json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": { "name": format!("cluster-{}", spoke.name), "namespace": namespace,
-                              "labels": { "argocd.argoproj.io/secret-type": "cluster" } },
-                "type": "Opaque",
-                "stringData": {
-                    "name": spoke.name,
-                    "server": spoke.server,
-                    "config": json!({
-                        "bearerToken": spoke.hub_token,
-                        "tlsClientConfig": { "caData": spoke.ca_data }
-                    }).to_string(),
-                }
-            }),
-        }
+    /// The Cluster API Secret for `spoke` in `namespace`, as Cluster API writes one, holding
+    /// the `hub-token` recipe's credential.
+    fn capi_secret(namespace: &str, spoke: &Spoke) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": format!("{}-kubeconfig", spoke.name), "namespace": namespace,
+                          "labels": { "cluster.x-k8s.io/cluster-name": spoke.name } },
+            "type": "cluster.x-k8s.io/secret",
+            "data": { "value": b64(&spoke.kubeconfig()) }
+        })
     }
 }
 
-/// The hub: a namespace holding the clusters' Secrets, and the binary as a hub
-/// ServiceAccount that may get and list Secrets there only (as the hub install grants).
+/// The hub: the namespaces of the page's hub values, the spokes' Secrets in the first, and
+/// the binary as a hub ServiceAccount that may get and list Secrets in those namespaces
+/// only (as the hub install grants).
 pub(crate) struct Hub<'a> {
     pub cp: &'a ControlPlane,
-    pub namespace: String,
     pub source: Source,
+    /// ECR_REFRESH_CLUSTERS.
+    pub clusters: String,
+    pub namespaces: Vec<String>,
     pub harness: RealHarness<'a>,
 }
 
 impl<'a> Hub<'a> {
-    /// On `cp`, the clusters namespace `namespace` with a Secret per spoke.
-    pub(crate) fn new(
-        cp: &'a ControlPlane,
-        namespace: &str,
-        source: Source,
-        spokes: &[&Spoke],
-    ) -> Self {
-        let account_namespace = format!("{namespace}-hub");
-        create(
-            cp,
-            &[
+    /// On `cp` (the namespaces must not exist yet), a Secret per spoke.
+    pub(crate) fn new(cp: &'a ControlPlane, source: Source, spokes: &[&Spoke]) -> Self {
+        let (clusters, namespaces) = source.values();
+        let account_namespace = format!("{}-hub", namespaces[0]);
+        let mut objects = vec![
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": account_namespace } }),
+        ];
+        for namespace in &namespaces {
+            objects.extend([
                 json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace } }),
-                json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": account_namespace } }),
                 json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                     "metadata": { "name": "ecr-refresh-clusters", "namespace": namespace },
                     "rules": [{ "apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"] }] }),
@@ -346,53 +283,51 @@ impl<'a> Hub<'a> {
                                  "name": "ecr-refresh-clusters" },
                     "subjects": [{ "kind": "ServiceAccount", "name": "ecr-refresh",
                                    "namespace": account_namespace }] }),
-            ],
-        );
-        match source {
-            Source::ArgoCd if by_recipe() => {
-                for spoke in spokes {
-                    argocd_cluster_secret_by_recipe(cp, namespace, spoke);
-                }
-            }
-            _ => {
-                let secrets: Vec<Value> =
-                    spokes.iter().map(|s| source.secret(namespace, s)).collect();
-                create(cp, &secrets);
+            ]);
+        }
+        create(cp, &objects);
+        for spoke in spokes {
+            match source {
+                Source::Capi => create(cp, &[Source::capi_secret(&namespaces[0], spoke)]),
+                Source::ArgoCd => argocd_cluster_secret(cp, &namespaces[0], spoke),
             }
         }
         let harness = RealHarness::as_account(cp, (&account_namespace, "ecr-refresh"));
         Self {
             cp,
-            namespace: namespace.to_owned(),
             source,
+            clusters,
+            namespaces,
             harness,
         }
     }
 
     /// One fleet run over the hub's clusters, selecting [`SELECTED`] in each, with `extra`
-    /// variables; every request it sent to the hub was a read of the clusters' Secrets.
+    /// variables; the hub itself is only read, and of its Secrets only those namespaces'.
     pub(crate) fn run(&self, extra: &[(&str, &str)]) -> Run {
-        let namespaces = SELECTED.join(",");
+        let selected = SELECTED.join(",");
+        let namespaces = self.namespaces.join(",");
         let mut env = vec![
-            ("ECR_REFRESH_CLUSTERS", self.source.variable()),
-            ("ECR_REFRESH_CLUSTERS_NAMESPACE", self.namespace.as_str()),
-            ("ECR_REFRESH_NAMESPACES", namespaces.as_str()),
+            ("ECR_REFRESH_CLUSTERS", self.clusters.as_str()),
+            ("ECR_REFRESH_CLUSTERS_NAMESPACE", namespaces.as_str()),
+            ("ECR_REFRESH_NAMESPACES", selected.as_str()),
         ];
         env.extend_from_slice(extra);
         let started = Instant::now();
         let run = self.harness.run(&env);
         eprintln!(
             "fleet run ({}): exit {} in {:.1?}",
-            self.source.variable(),
+            self.clusters,
             run.code,
             started.elapsed()
         );
-        let clusters = format!("/api/v1/namespaces/{}/secrets", self.namespace);
         for exchange in self.harness.proxy.exchanges() {
             assert!(
                 exchange.method == "GET"
                     && (!exchange.path.contains("/secrets")
-                        || exchange.path.starts_with(&clusters)),
+                        || self.namespaces.iter().any(|n| exchange
+                            .path
+                            .starts_with(&format!("/api/v1/namespaces/{n}/secrets")))),
                 "the hub is only read, and of its Secrets only the clusters': {} {}",
                 exchange.method,
                 exchange.path
@@ -401,9 +336,13 @@ impl<'a> Hub<'a> {
         run
     }
 
-    /// The run's name for `spoke`.
+    /// The run's name for `spoke`: `<namespace>/<cluster>` for Cluster API, the Argo CD
+    /// Secret's `name`.
     pub(crate) fn cluster_name(&self, spoke: &Spoke) -> String {
-        self.source.cluster_name(&self.namespace, spoke)
+        match self.source {
+            Source::Capi => format!("{}/{}", self.namespaces[0], spoke.name),
+            Source::ArgoCd => spoke.name.to_owned(),
+        }
     }
 }
 
@@ -438,42 +377,15 @@ pub(crate) fn assert_each_cluster_reported(run: &Run, clusters: &[String]) {
     }
 }
 
-/// The fenced blocks of the Fleets page (docs/src/fleets.md) under `<!-- recipe: NAME -->`,
-/// up to the next recipe or heading: (language, text) each, as the page shows them.
-pub(crate) fn recipe(name: &str) -> Vec<(String, String)> {
-    let page = super::docs::page("fleets.md");
-    let marker = format!("<!-- recipe: {name} -->");
-    let start = page
-        .find(&marker)
-        .unwrap_or_else(|| panic!("docs/src/fleets.md has no {marker}"));
-    let mut blocks = Vec::new();
-    let mut lines = page[start + marker.len()..].lines();
-    while let Some(line) = lines.next() {
-        if line.starts_with("<!-- recipe:") || line.starts_with('#') {
-            break;
-        }
-        if let Some(language) = line.strip_prefix("```") {
-            let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
-            blocks.push((language.to_owned(), body.join("\n") + "\n"));
-        }
-    }
-    assert!(!blocks.is_empty(), "recipe {name}: no code block");
-    blocks
-}
-
-/// The one block of `language` in recipe `name`.
-pub(crate) fn recipe_block(name: &str, language: &str) -> String {
-    let blocks: Vec<String> = recipe(name)
+/// The Fleets page's recipe `name` (docs/src/fleets.md, `<!-- recipe: NAME -->`): its
+/// block as the page shows it, in `language`.
+pub(crate) fn recipe(name: &str, language: &str) -> String {
+    let found = super::docs::recipes(&super::docs::page("fleets.md"))
         .into_iter()
-        .filter(|(l, _)| l == language)
-        .map(|(_, b)| b)
-        .collect();
-    assert_eq!(
-        blocks.len(),
-        1,
-        "recipe {name}: one {language} block: {blocks:?}"
-    );
-    blocks.into_iter().next().expect("one block")
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("docs/src/fleets.md has no recipe {name}"));
+    assert_eq!(found.lang, language, "recipe {name}'s language");
+    found.body
 }
 
 /// `script` run by bash in `dir`, with the control plane's kubectl first on PATH as the
@@ -499,9 +411,9 @@ pub(crate) fn shell(
 }
 
 /// The spoke install as the Fleets page's `spoke-kustomization` recipe makes it: its overlay
-/// `ecr-refresh-spoke/kustomization.yaml` beside a clone holding manifests/, applied by its
-/// command as the spoke's admin.
-fn install_by_recipe(cp: &ControlPlane) {
+/// `ecr-refresh-spoke/kustomization.yaml` beside a clone holding manifests/, applied with the
+/// page's `kubectl apply -k ecr-refresh-spoke/` as the spoke's admin.
+fn install(cp: &ControlPlane) {
     let dir = copy();
     let clone = dir.path().join("ecr-refresh");
     std::fs::create_dir(&clone).expect("the clone's directory");
@@ -510,22 +422,22 @@ fn install_by_recipe(cp: &ControlPlane) {
     std::fs::create_dir(&overlay).expect("the overlay's directory");
     super::write(
         &overlay.join("kustomization.yaml"),
-        &recipe_block("spoke-kustomization", "yaml"),
+        &recipe("spoke-kustomization", "yaml"),
     );
     shell(
         cp,
         cp.admin_kubeconfig(),
         dir.path(),
-        &recipe_block("spoke-kustomization", "sh"),
+        "kubectl apply -k ecr-refresh-spoke/",
     );
 }
 
 /// The hub's credential for a spoke as the `hub-token` recipe mints it with kubectl on the
 /// spoke: (token, server, CA data).
-fn hub_credential_by_recipe(cp: &ControlPlane) -> (String, String, String) {
+fn hub_credential(cp: &ControlPlane) -> (String, String, String) {
     let script = format!(
         "{}printf '%s\\n' \"$token\" \"$server\" \"$ca\"\n",
-        recipe_block("hub-token", "sh")
+        recipe("hub-token", "sh")
     );
     let out = shell(cp, cp.admin_kubeconfig(), cp.dir(), &script);
     let values: Vec<&str> = out.lines().collect();
@@ -539,11 +451,11 @@ fn hub_credential_by_recipe(cp: &ControlPlane) -> (String, String, String) {
 }
 
 /// The Argo CD cluster Secret for `spoke` in the hub's `namespace`, as the
-/// `argocd-cluster-secret` recipe writes it with kubectl on the hub (its `spoke-1` and
-/// `ecr-refresh-clusters` being this spoke's name and the namespace), from the `hub-token`
-/// recipe's values.
-fn argocd_cluster_secret_by_recipe(hub: &ControlPlane, namespace: &str, spoke: &Spoke) {
-    let recipe = recipe_block("argocd-cluster-secret", "sh");
+/// `argocd-cluster-secret` recipe writes it with kubectl on the hub (its `spoke-1` being this
+/// spoke's name, and `ecr-refresh-clusters` the namespace), from the `hub-token` recipe's
+/// values.
+fn argocd_cluster_secret(hub: &ControlPlane, namespace: &str, spoke: &Spoke) {
+    let recipe = recipe("argocd-cluster-secret", "sh");
     for shown in ["spoke-1", "ecr-refresh-clusters"] {
         assert!(
             recipe.contains(shown),
@@ -560,11 +472,4 @@ fn argocd_cluster_secret_by_recipe(hub: &ControlPlane, namespace: &str, spoke: &
             .replace("ecr-refresh-clusters", namespace)
     );
     shell(hub, hub.admin_kubeconfig(), hub.dir(), &script);
-}
-
-/// Whether the spoke install and the hub's Secrets are made by the Fleets page's recipes
-/// (once manifests/spoke and docs/src/fleets.md exist).
-fn by_recipe() -> bool {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    repo.join("manifests/spoke").is_dir() && repo.join("docs/src/fleets.md").is_file()
 }

@@ -50,7 +50,7 @@ fn a_hub_on_todays_kubernetes_refreshes_a_spoke_on_1_30_beside_one_on_todays_in_
         "the hub and the other spoke run today's"
     );
     let both: Vec<&Spoke> = spokes.iter().collect();
-    let hub = Hub::new(hub_cp, "fleet-compat", Source::Capi, &both);
+    let hub = Hub::new(hub_cp, Source::Capi, &both);
 
     let run = hub.run(&[]);
     run.expect_code(0);

@@ -214,13 +214,13 @@ fn cluster_api_secrets_give_one_run_both_spokes_written_as_each_spokes_service_a
     let spokes = start_spokes(&[("spoke-1", None), ("spoke-2", None)]);
     let both: Vec<&Spoke> = spokes.iter().collect();
     let hub_cp = ControlPlane::shared();
-    let hub = common::fleet::Hub::new(hub_cp, "fleet-capi", Source::Capi, &both);
+    let hub = common::fleet::Hub::new(hub_cp, Source::Capi, &both);
     // What Cluster API keeps beside a cluster's kubeconfig, under the same label and type:
     // not a cluster.
     create(
         hub_cp,
         &[json!({ "apiVersion": "v1", "kind": "Secret",
-            "metadata": { "name": "spoke-1-ca", "namespace": "fleet-capi",
+            "metadata": { "name": "spoke-1-ca", "namespace": hub.namespaces[0],
                           "labels": { "cluster.x-k8s.io/cluster-name": "spoke-1" } },
             "type": "cluster.x-k8s.io/secret",
             "data": { "tls.crt": common::b64("not a kubeconfig") } })],
@@ -228,7 +228,10 @@ fn cluster_api_secrets_give_one_run_both_spokes_written_as_each_spokes_service_a
 
     let run = hub.run(&[]);
     assert_fleet_done(&hub, &run, &both);
-    assert_eq!(hub.cluster_name(&spokes[0]), "fleet-capi/spoke-1");
+    assert_eq!(
+        hub.cluster_name(&spokes[0]),
+        format!("{}/spoke-1", hub.namespaces[0])
+    );
 
     for spoke in &spokes {
         hub_credential_attacks(spoke);
@@ -242,12 +245,7 @@ fn argo_cd_cluster_secrets_give_the_same_run_and_a_spoke_that_stopped_fails_alon
  {
     let spokes = start_spokes(&[("spoke-1", None), ("spoke-2", None)]);
     let both: Vec<&Spoke> = spokes.iter().collect();
-    let hub = common::fleet::Hub::new(
-        ControlPlane::shared(),
-        "fleet-argocd",
-        Source::ArgoCd,
-        &both,
-    );
+    let hub = common::fleet::Hub::new(ControlPlane::shared(), Source::ArgoCd, &both);
 
     let run = hub.run(&[]);
     assert_fleet_done(&hub, &run, &both);
