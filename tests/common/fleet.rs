@@ -353,10 +353,31 @@ pub(crate) fn fleet_summary(run: &Run) -> &Value {
     lines[0]
 }
 
-/// Each cluster's run reached it and wrote [`SELECTED`]: per-namespace lines carrying its
-/// name in `cluster`.
+/// Each cluster's run reached it and wrote [`SELECTED`]: per-namespace lines and a summary
+/// (its `namespaces`) carrying its name in `cluster`.
 pub(crate) fn assert_each_cluster_reported(run: &Run, clusters: &[String]) {
     for cluster in clusters {
+        let summaries: Vec<&Value> = run
+            .lines
+            .iter()
+            .filter(|l| {
+                l["cluster"] == cluster.as_str()
+                    && l.get("namespaces").is_some()
+                    && l.get("elapsed_ms").is_some()
+            })
+            .collect();
+        assert_eq!(
+            summaries.len(),
+            1,
+            "one summary for {cluster}, with its cluster:\n{}",
+            run.stdout
+        );
+        assert_eq!(
+            summaries[0]["namespaces"],
+            SELECTED.len(),
+            "{}",
+            summaries[0]
+        );
         for namespace in SELECTED {
             let lines: Vec<&Value> = run
                 .lines

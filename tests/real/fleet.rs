@@ -46,6 +46,11 @@ fn assert_fleet_done(hub: &common::fleet::Hub<'_>, run: &Run, spokes: &[&Spoke])
     assert_eq!(summary["clusters"], 2, "{summary}");
     assert_eq!(summary["clusters_reached"], 2, "{summary}");
     assert_eq!(summary["clusters_failed"], 0, "{summary}");
+    assert_eq!(
+        summary["created"],
+        2 * SELECTED.len(),
+        "the totals: every selected namespace of both: {summary}"
+    );
     let message = termination(hub);
     assert_eq!(message["exit_code"], 0, "{message}");
     assert_eq!(message["clusters"], 2, "{message}");
