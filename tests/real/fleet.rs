@@ -266,11 +266,7 @@ fn argo_cd_cluster_secrets_give_the_same_run_and_a_spoke_that_stopped_fails_alon
     let run = hub.run(&[]);
     run.expect_code(1);
     no_spoke_token(&run, &both);
-    let failed: Vec<&Value> = run
-        .lines
-        .iter()
-        .filter(|l| l["message"] == "cluster failed")
-        .collect();
+    let failed = run.messages_starting("cluster failed");
     assert_eq!(failed.len(), 1, "one cluster failed:\n{}", run.stdout);
     assert_eq!(failed[0]["cluster"], "spoke-2", "{}", failed[0]);
     assert_eq!(failed[0]["level"], "ERROR", "{}", failed[0]);
