@@ -38,8 +38,8 @@ use crate::cluster::retry;
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
 use crate::pull_secret::install::Install;
+use crate::pull_secret::rules::Rules;
 use crate::report::exit;
-use crate::run::Rules;
 use crate::run::end::{Finished, NOTHING_SELECTED, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
 use crate::run::stop::Stop;
@@ -369,7 +369,7 @@ async fn prepare<'a>(
     let shared = Shared {
         config,
         client,
-        rules: Rules::with_install(config, region.clone(), install.or_else(Install::in_cluster)),
+        rules: config.rules(region.clone(), install.or_else(Install::in_cluster)),
         region,
         logins: Logins::new(),
         pods_refused: AtomicBool::new(false),

@@ -26,6 +26,7 @@ use crate::fleet::{Auth, Clusters, Source, SpokeAccount};
 use crate::glob::Glob;
 use crate::logging::LogFormat;
 use crate::pull_secret::install::Install;
+use crate::pull_secret::rules::Rules;
 
 use crate::cluster::selection::{Include, LabelSelector, Selection};
 use pushgateway::{GroupingLabels, Pushgateway, PushgatewayUrl};
@@ -317,6 +318,19 @@ impl Config {
             .as_ref()
             .map(|ra| Identity::load(ra).map_err(ConfigError::Certificate))
             .transpose()
+    }
+
+    /// The rules a Secret is judged by in one cluster: `region` is where the caller's own
+    /// registry is (none configured), `install` the name its writes record.
+    pub fn rules(&self, region: Option<String>, install: Option<Install>) -> Rules<'_> {
+        Rules {
+            registries: &self.registries,
+            written: &self.written,
+            dual_stack: self.dual_stack,
+            renew_before: self.renew_before,
+            region,
+            install,
+        }
     }
 
     /// Reads the configuration from these variables (the environment, or a test's).

@@ -8,6 +8,7 @@ pub mod due;
 pub mod install;
 pub mod keyring;
 pub mod remove;
+pub mod rules;
 pub mod service_accounts;
 pub mod write;
 

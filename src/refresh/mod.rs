@@ -36,7 +36,6 @@ use crate::pull_secret::install::Install;
 use crate::pull_secret::service_accounts;
 use crate::pull_secret::write::{self, SecretError};
 use crate::report::{AccountOutcome, Evictions, Outcome};
-use crate::run::Rules;
 use crate::run::end::{Finished, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
 use crate::run::stop::SHUTDOWN_GRACE;
@@ -215,7 +214,7 @@ async fn refresh_cluster(
         reason = stop.stopping() => return Err(Unavailable::Stopped { reason, done: "written" }),
     };
     let region = tokens.sdk.region().map(|r| r.as_ref().to_owned());
-    let rules = Rules::with_install(config, region.clone(), install);
+    let rules = config.rules(region.clone(), install);
     let events = events::Events::new(
         &prepared.client,
         config.events,
