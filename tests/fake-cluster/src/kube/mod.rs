@@ -1,5 +1,5 @@
 //! The fake Kubernetes API server: plain HTTP on 127.0.0.1, serving namespaces, secrets
-//! and serviceaccounts of the core v1 API, and Events (core/v1 and events.k8s.io/v1, events.rs) the way the real kube-apiserver does for what
+//! and serviceaccounts of the core v1 API, Events (core/v1 and events.k8s.io/v1, events.rs), and a ServiceAccount's TokenRequest, with the user each request is made as (auth.rs), the way the real kube-apiserver does for what
 //! ecr-refresh needs (what the real server answers, and where the fake differs: REAL-SERVER.md and CONFORMANCE.md beside this crate).
 //!
 //! The server runs on a background thread with its own tokio runtime; its state sits
