@@ -109,7 +109,8 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
         "something asked for was not done: a namespace failed or was left undone (deadline \
          reached or SIGTERM), no namespace was selected, namespaces named in \
          ECR_REFRESH_NAMESPACES do not exist, or the namespace listing was incomplete; in check \
-         mode, any finding; in uninstall, Secrets of more than one install and none named",
+         mode, any finding; in uninstall, Secrets of more than one install and none named; with \
+         ECR_REFRESH_CLUSTERS, a cluster not reached or with any of these",
     ),
     (
         exit::CONFIG,
@@ -121,7 +122,8 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
         exit::UNAVAILABLE,
         "credentials could not be had or were refused (no ECR token, the registry refused the \
          login), or the cluster is unreachable or refuses us: no Secret was written (the error \
-         names any ServiceAccount given the Secret before the token failed)",
+         names any ServiceAccount given the Secret before the token failed); with \
+         ECR_REFRESH_CLUSTERS, the clusters' source can't be read or no cluster was reached",
     ),
 ];
 

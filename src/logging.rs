@@ -5,9 +5,13 @@ use std::str::FromStr;
 
 use std::io::IsTerminal;
 
-use tracing::Level;
+use serde_json::{Map, Value};
+use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::filter::{EnvFilter, filter_fn};
+use tracing_subscriber::fmt::format::{Format, Json, Writer};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, fmt};
 
@@ -54,9 +58,14 @@ pub fn init(format: LogFormat) {
         LogFormat::Text => layer.boxed(),
         LogFormat::Json => layer
             .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .with_span_list(false)
+            .event_format(FlatJson(
+                fmt::format()
+                    .json()
+                    .with_target(false)
+                    .flatten_event(true)
+                    .with_current_span(false)
+                    .with_span_list(false),
+            ))
             .boxed(),
     };
     tracing_subscriber::registry()
@@ -64,6 +73,49 @@ pub fn init(format: LogFormat) {
         .with(no_library_trace())
         .with(layer)
         .init();
+}
+
+/// JSON lines with every field at the top level, the enclosing spans' too: a fleet's lines
+/// carry their `cluster` as any other field (the span is `info_span!("cluster", cluster)`). An
+/// event's own field wins over a span's of the same name.
+struct FlatJson(Format<Json>);
+
+impl<S, N> FormatEvent<S, N> for FlatJson
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let mut line = String::new();
+        self.0.format_event(ctx, Writer::new(&mut line), event)?;
+        let spans: Vec<Map<String, Value>> = ctx
+            .event_scope()
+            .into_iter()
+            .flat_map(|scope| scope.from_root())
+            .filter_map(|span| {
+                let extensions = span.extensions();
+                let fields = extensions.get::<FormattedFields<N>>()?;
+                serde_json::from_str(fields.fields.as_str()).ok()
+            })
+            .collect();
+        if spans.is_empty() {
+            return writer.write_str(&line);
+        }
+        let Ok(mut object) = serde_json::from_str::<Map<String, Value>>(line.trim_end()) else {
+            return writer.write_str(&line);
+        };
+        for fields in spans {
+            for (name, value) in fields {
+                object.entry(name).or_insert(value);
+            }
+        }
+        writeln!(writer, "{}", Value::Object(object))
+    }
 }
 
 /// Libraries log request and response bodies at TRACE: the AWS SDK prints the ECR token, kube

@@ -11,6 +11,7 @@
 
 mod argocd;
 mod findings;
+mod fleet;
 mod login;
 mod metrics;
 mod own_namespace;
@@ -19,6 +20,7 @@ mod pods;
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
@@ -29,12 +31,13 @@ use tracing::{info, warn};
 use crate::aws::credentials::roles_anywhere::{certificate_expiry, session};
 use crate::aws::credentials::{CredentialError, set_up};
 use crate::aws::sdk;
-use crate::cluster::client;
+use crate::cluster::client::{self, Target};
 use crate::cluster::pager::PageError;
 use crate::cluster::reads::{Read, Reads, Work};
 use crate::cluster::retry;
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
+use crate::pull_secret::install::Install;
 use crate::report::exit;
 use crate::run::Rules;
 use crate::run::end::{Finished, NOTHING_SELECTED, Unavailable, end};
@@ -147,6 +150,9 @@ pub async fn run(
     config: &Config,
     shutdown: impl Future<Output = &'static str> + Send + 'static,
 ) -> u8 {
+    if let Some(clusters) = &config.clusters {
+        return fleet::run(config, clusters, shutdown).await;
+    }
     let started = Instant::now();
     let result = check(config, &Stop::new(shutdown)).await;
     let push = async |gateway: &Pushgateway, code, duration, tally: Option<&Tally>| {
@@ -177,9 +183,47 @@ struct Shared<'a> {
     credentials: Option<String>,
 }
 
+/// The run's region and credentials, then the cluster the run runs in.
 async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
+    let before = tokio::select! {
+        before = before(config) => before?,
+        reason = stop.stopping() => return Err(Unavailable::Stopped { reason, done: "checked" }),
+    };
+    let target = Target::local().await?;
+    check_cluster(config, &before, &target, config.install.clone(), stop).await
+}
+
+/// What a check knows before any cluster: the region (with no registries configured, the
+/// caller's own is in it) and why a refresh's credentials would fail, if they would.
+struct Before {
+    region: Option<String>,
+    /// Logged once, after the first cluster's `connected` line.
+    credentials: OnceLock<Option<String>>,
+}
+
+async fn before(config: &Config) -> Result<Before, Unavailable> {
+    let region = if config.registries.is_empty() {
+        Some(sdk::region().await?.ok_or(Unavailable::NoRegion)?)
+    } else {
+        None
+    };
+    Ok(Before {
+        region,
+        credentials: OnceLock::new(),
+    })
+}
+
+/// One cluster, its Secrets recorded as `install`'s (None: the pod's ServiceAccount).
+async fn check_cluster(
+    config: &Config,
+    before: &Before,
+    target: &Target,
+    install: Option<Install>,
+    stop: &Stop,
+) -> Result<Tally, Unavailable> {
+    let own = own_namespace::Own::of(install.as_ref());
     let (shared, pages, first) = tokio::select! {
-        prepared = prepare(config) => prepared?,
+        prepared = prepare(config, before, target, install) => prepared?,
         reason = stop.stopping() => return Err(Unavailable::Stopped { reason, done: "checked" }),
     };
     let driver = Driver {
@@ -190,7 +234,6 @@ async fn check(config: &Config, stop: &Stop) -> Result<Tally, Unavailable> {
     let visit = |work: Work| async {
         Ok::<_, Infallible>(check_namespace(&shared, work.candidate.name, work.secret).await)
     };
-    let own = own_namespace::Own::of(config.install.as_ref());
     let mut own_visited = false;
     let count = |tally: &mut Tally, visit: Visit<Checked>| {
         let name = match &visit {
@@ -301,13 +344,14 @@ fn log_credentials(config: &Config) -> Option<String> {
 
 /// The region, the cluster and the first namespace page: what a check needs before its first
 /// namespace.
-async fn prepare(config: &Config) -> Result<(Shared<'_>, Reads<'_>, Vec<Work>), Unavailable> {
-    let region = if config.registries.is_empty() {
-        Some(sdk::region().await?.ok_or(Unavailable::NoRegion)?)
-    } else {
-        None
-    };
-    let (client, url) = client::connect().await?;
+async fn prepare<'a>(
+    config: &'a Config,
+    before: &Before,
+    target: &Target,
+    install: Option<Install>,
+) -> Result<(Shared<'a>, Reads<'a>, Vec<Work>), Unavailable> {
+    let region = before.region.clone();
+    let (client, url) = target.client(true)?;
     let version = client::check(&client, &url).await?;
     // The ServiceAccounts a check reads are those its pods run as: one GET each, as needed.
     let (mut pages, refused) =
@@ -317,12 +361,15 @@ async fn prepare(config: &Config) -> Result<(Shared<'_>, Reads<'_>, Vec<Work>), 
         warn!(error = %e, "the Secrets are read one namespace at a time: grant the check's ServiceAccount \
             list on the Secret's name (resourceNames; see manifests/) to read them in one list");
     }
-    let credentials = log_credentials(config);
+    let credentials = before
+        .credentials
+        .get_or_init(|| log_credentials(config))
+        .clone();
     let first = pages.first().await?;
     let shared = Shared {
         config,
         client,
-        rules: Rules::new(config, region.clone()),
+        rules: Rules::with_install(config, region.clone(), install.or_else(Install::in_cluster)),
         region,
         logins: Logins::new(),
         pods_refused: AtomicBool::new(false),

@@ -42,17 +42,50 @@ pub enum ClusterError {
 /// to a few retries instead of kube's default of 15, and by retry.rs's CALL_TIMEOUT in time;
 /// retry.rs covers the rest.
 pub async fn connect() -> Result<(Client, String), ClusterError> {
-    connect_with(true).await
+    Target::local().await?.client(true)
 }
 
 /// A client as [`connect`]'s, whose 429s are answers and not retried: an eviction's 429 is a
 /// PodDisruptionBudget saying no (with a Retry-After of 10s), which a retry can't change.
 pub async fn connect_without_throttle_retries() -> Result<(Client, String), ClusterError> {
-    connect_with(false).await
+    Target::local().await?.client(false)
 }
 
-async fn connect_with(throttle_retries: bool) -> Result<(Client, String), ClusterError> {
-    let mut config = kube::Config::infer().await.map_err(ClusterError::Config)?;
+/// A cluster a run works on: where its API server is and what the run is there. The cluster
+/// the run runs in, by kube's inference; or a fleet's spoke, as its ServiceAccount.
+#[derive(Clone)]
+pub struct Target {
+    config: kube::Config,
+}
+
+impl Target {
+    /// The cluster the run runs in (KUBECONFIG, ~/.kube/config, in-cluster).
+    pub async fn local() -> Result<Self, ClusterError> {
+        let config = kube::Config::infer().await.map_err(ClusterError::Config)?;
+        Ok(Self::new(config))
+    }
+
+    /// A cluster from its own configuration (a fleet's spoke).
+    pub fn new(config: kube::Config) -> Self {
+        Self { config }
+    }
+
+    /// The API server's URL.
+    pub fn url(&self) -> String {
+        self.config.cluster_url.to_string()
+    }
+
+    /// A client of this cluster, with the timeouts and retries every client of ours has;
+    /// `throttle_retries: false` answers 429s instead of retrying them (the evictions').
+    pub fn client(&self, throttle_retries: bool) -> Result<(Client, String), ClusterError> {
+        build(self.config.clone(), throttle_retries)
+    }
+}
+
+fn build(
+    mut config: kube::Config,
+    throttle_retries: bool,
+) -> Result<(Client, String), ClusterError> {
     config.default_retry = false;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(ATTEMPT_TIMEOUT);

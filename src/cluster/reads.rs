@@ -29,7 +29,7 @@ use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::Client;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
-use tracing::{error, warn};
+use tracing::{Instrument as _, error, warn};
 
 use crate::cluster::by_name::{ByName, ListError, ListedSecret, ListedServiceAccount};
 use crate::cluster::names::{SecretName, ServiceAccountName};
@@ -151,13 +151,17 @@ impl<'a> Reads<'a> {
     ) -> (Self, Option<ListError>) {
         let (tx, namespaces) = mpsc::channel(NAMESPACE_PAGES_AHEAD);
         let mut pages = Pages::new(client.clone(), selection);
-        let task = tokio::spawn(async move {
-            while let Some(page) = pages.next().await {
-                if tx.send((page, pages.has_more())).await.is_err() {
-                    break;
+        // In the caller's span: a fleet's lines name their cluster.
+        let task = tokio::spawn(
+            async move {
+                while let Some(page) = pages.next().await {
+                    if tx.send((page, pages.has_more())).await.is_err() {
+                        break;
+                    }
                 }
             }
-        });
+            .in_current_span(),
+        );
         let mut reads = Self {
             client: client.clone(),
             selection,
@@ -177,13 +181,16 @@ impl<'a> Reads<'a> {
         match secrets.next().await {
             Some(Ok(first)) => {
                 let (tx, rx) = mpsc::channel(SECRET_PAGES_AHEAD);
-                let task = tokio::spawn(async move {
-                    while let Some(page) = secrets.next().await {
-                        if tx.send(page).await.is_err() {
-                            break;
+                let task = tokio::spawn(
+                    async move {
+                        while let Some(page) = secrets.next().await {
+                            if tx.send(page).await.is_err() {
+                                break;
+                            }
                         }
                     }
-                });
+                    .in_current_span(),
+                );
                 reads.tasks.push(task.abort_handle());
                 reads.path = Path::List;
                 reads.listed = Some(Listed {

@@ -169,13 +169,27 @@ impl From<kube::Error> for RequestError {
 
 /// Sends a request (`send` builds a fresh one per attempt), retrying what can be retried,
 /// within CALL_TIMEOUT for all its attempts.
-pub async fn send<T, F, Fut>(what: &'static str, mut send: F) -> Result<T, RequestError>
+pub async fn send<T, F, Fut>(what: &'static str, send: F) -> Result<T, RequestError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    send_within(what, CALL_TIMEOUT, send).await
+}
+
+/// [`send`], within `budget` for all its attempts: a fleet's first request to a spoke, where a
+/// cluster that is down is that cluster's failure, not a restart to wait out.
+pub async fn send_within<T, F, Fut>(
+    what: &'static str,
+    budget: Duration,
+    mut send: F,
+) -> Result<T, RequestError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
     let started = tokio::time::Instant::now();
-    let deadline = started + CALL_TIMEOUT;
+    let deadline = started + budget;
     let mut attempt = 1;
     // What the try before this one failed with: when the deadline cuts a retry short, the
     // error that made us retry says more than the timeout.
@@ -191,7 +205,7 @@ where
                         elapsed: started.elapsed(),
                         last: Box::new(last),
                     },
-                    None => RequestError::Timeout(CALL_TIMEOUT),
+                    None => RequestError::Timeout(budget),
                 });
             }
         };

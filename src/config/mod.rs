@@ -22,6 +22,7 @@ use crate::aws::credentials::roles_anywhere::{Identity, IdentityError};
 use crate::aws::credentials::{AssumeRole, ExternalId, RoleArn, RolesAnywhere, SessionName};
 use crate::aws::registry::{RegistryHost, with_twins};
 use crate::cluster::names::{NamespaceName, ProjectName, SecretName, ServiceAccountName};
+use crate::fleet::{Auth, Clusters, Source, SpokeAccount};
 use crate::glob::Glob;
 use crate::logging::LogFormat;
 use crate::pull_secret::install::Install;
@@ -131,6 +132,8 @@ pub struct Config {
     /// ECR_REFRESH_EVICT_STUCK_PODS and ECR_REFRESH_EVICT_LIMIT: None, no pod is evicted;
     /// Some(limit), at most `limit` stuck pods are evicted at the end of a refresh.
     pub evict_stuck_pods: Option<usize>,
+    /// ECR_REFRESH_CLUSTERS_*: the fleet; None: only the cluster the run runs in.
+    pub clusters: Option<Clusters>,
 }
 
 /// What the variables say, each parsed by its own entry in [`VARIABLES`] into its slot here;
@@ -162,6 +165,20 @@ pub(super) struct Builder {
     argocd: ArgoCdSlots,
     roles_anywhere: roles_anywhere::Slots,
     events: Option<bool>,
+    clusters: ClustersSlots,
+}
+
+/// ECR_REFRESH_CLUSTERS_*, parsed.
+#[derive(Debug, Default)]
+struct ClustersSlots {
+    source: Option<Source>,
+    namespaces: Option<Vec<NamespaceName>>,
+    selector: Option<LabelSelector>,
+    concurrency: Option<usize>,
+    include_local: Option<bool>,
+    service_account: Option<SpokeAccount>,
+    check_service_account: Option<SpokeAccount>,
+    auth: Option<Auth>,
 }
 
 /// The values set, as given, by variable: what a group's error quotes, and whether a variable
@@ -254,6 +271,7 @@ impl Builder {
         let evict_stuck_pods =
             defaulted(self.evict_stuck_pods).then_some(defaulted(self.evict_limit));
         let roles_anywhere = roles_anywhere::finish(self.roles_anywhere, &self.given)?;
+        let clusters = clusters(self.clusters, &self.given)?;
         Ok(Config {
             mode: defaulted(self.mode),
             secret_name,
@@ -280,6 +298,7 @@ impl Builder {
             install: self.install,
             argocd,
             evict_stuck_pods,
+            clusters,
         })
     }
 }
@@ -370,6 +389,65 @@ fn argocd(
         repo_type: defaulted(slots.repo_type),
         project: slots.project,
         targets,
+    }))
+}
+
+/// ECR_REFRESH_CLUSTERS_*: the source turns the fleet on. capi needs the namespaces its
+/// Secrets are in (the run is granted get and list there only); argocd's are Argo CD's
+/// namespace by default; a directory has none. The others, given without a source, are
+/// refused, except those with a default a manifest may carry.
+fn clusters(slots: ClustersSlots, given: &Given) -> Result<Option<Clusters>, ConfigError> {
+    const NAMESPACE: &str = "ECR_REFRESH_CLUSTERS_NAMESPACE";
+    const SELECTOR: &str = "ECR_REFRESH_CLUSTERS_SELECTOR";
+    let Some(source) = slots.source else {
+        for variable in [NAMESPACE, SELECTOR] {
+            if let Some(value) = given.get(variable) {
+                return Err(invalid(
+                    variable,
+                    value,
+                    "is only used with ECR_REFRESH_CLUSTERS, which is not set".into(),
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    let namespaces = match (&source, slots.namespaces) {
+        (Source::Capi, None) => {
+            return Err(invalid(
+                NAMESPACE,
+                "",
+                "must name the namespaces holding Cluster API's <cluster>-kubeconfig Secrets with \
+                 ECR_REFRESH_CLUSTERS=capi (the run is granted get and list on Secrets there only)"
+                    .into(),
+            ));
+        }
+        (Source::ArgoCd, None) => vec!["argocd".parse().expect("argocd is a namespace name")],
+        (Source::Dir(_), Some(_)) | (Source::Dir(_), None) if slots.selector.is_some() => {
+            return Err(invalid(
+                SELECTOR,
+                given.get(SELECTOR).unwrap_or_default(),
+                "is not used with ECR_REFRESH_CLUSTERS=dir:<path>, whose clusters are files".into(),
+            ));
+        }
+        (Source::Dir(_), Some(_)) => {
+            return Err(invalid(
+                NAMESPACE,
+                given.get(NAMESPACE).unwrap_or_default(),
+                "is not used with ECR_REFRESH_CLUSTERS=dir:<path>, whose clusters are files".into(),
+            ));
+        }
+        (Source::Dir(_), None) => Vec::new(),
+        (_, Some(namespaces)) => namespaces,
+    };
+    Ok(Some(Clusters {
+        source,
+        namespaces,
+        selector: slots.selector,
+        concurrency: defaulted(slots.concurrency),
+        include_local: defaulted(slots.include_local),
+        service_account: defaulted(slots.service_account),
+        check_service_account: defaulted(slots.check_service_account),
+        auth: defaulted(slots.auth),
     }))
 }
 

@@ -54,6 +54,10 @@ impl GroupingLabels {
     }
 }
 
+/// The grouping label a fleet's run pushes each cluster's metrics under (ECR_REFRESH_CLUSTERS):
+/// one group per cluster, `ecr_refresh_cluster=<name>`.
+pub const CLUSTER_LABEL: &str = "ecr_refresh_cluster";
+
 /// Prometheus' label name rule, `[a-zA-Z_][a-zA-Z0-9_]*`, less the names it reserves.
 fn check_label_name(name: &str) -> Result<(), String> {
     let mut chars = name.chars();
@@ -69,6 +73,11 @@ fn check_label_name(name: &str) -> Result<(), String> {
     if name.starts_with("__") {
         return Err(format!(
             "'{name}': names starting with __ are reserved by Prometheus"
+        ));
+    }
+    if name == CLUSTER_LABEL {
+        return Err(format!(
+            "'{name}' is set by a fleet's run (ECR_REFRESH_CLUSTERS) to each cluster's name; choose another name"
         ));
     }
     if name == "job" {
@@ -120,6 +129,18 @@ impl Pushgateway {
     /// `<base>/metrics/job/ecr-refresh{/<name>/<value>}`. A value that is not plain
     /// `[A-Za-z0-9._-]` goes in the gateway's `@base64` form (base64url), which carries
     /// any text, `/` included.
+    /// The same gateway, one cluster's group of a fleet: `ecr_refresh_cluster=<name>` added.
+    pub fn for_cluster(&self, cluster: &str) -> Self {
+        let mut labels = self.labels.clone();
+        labels
+            .0
+            .push((CLUSTER_LABEL.to_owned(), cluster.to_owned()));
+        Self {
+            url: self.url.clone(),
+            labels,
+        }
+    }
+
     pub fn group_url(&self) -> String {
         self.group_url_for(JOB)
     }

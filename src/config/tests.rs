@@ -456,3 +456,54 @@ fn roles_anywhere_takes_all_five_values_or_none_and_one_region() {
         "{message}"
     );
 }
+
+#[test]
+fn clusters_are_off_unless_a_source_is_named() {
+    assert_eq!(config(&[]).unwrap().clusters, None);
+    let e = error(&[("ECR_REFRESH_CLUSTERS_NAMESPACE", "capi-system")]);
+    assert!(
+        e.contains("ECR_REFRESH_CLUSTERS_NAMESPACE") && e.contains("not set"),
+        "{e}"
+    );
+}
+
+#[test]
+fn clusters_take_their_defaults_and_argocd_its_namespace() {
+    let c = config(&[("ECR_REFRESH_CLUSTERS", "argocd")]).unwrap();
+    let clusters = c.clusters.unwrap();
+    assert_eq!(clusters.source, crate::fleet::Source::ArgoCd);
+    assert_eq!(clusters.namespaces, vec!["argocd".parse().unwrap()]);
+    assert_eq!(clusters.concurrency, 4);
+    assert!(!clusters.include_local);
+    assert_eq!(
+        clusters.service_account.to_string(),
+        "ecr-refresh/ecr-refresh"
+    );
+    assert_eq!(
+        clusters.check_service_account.to_string(),
+        "ecr-refresh/ecr-refresh-check"
+    );
+    assert_eq!(clusters.auth, crate::fleet::Auth::TokenRequest);
+}
+
+#[test]
+fn capi_needs_its_namespaces_and_a_directory_takes_none() {
+    let e = error(&[("ECR_REFRESH_CLUSTERS", "capi")]);
+    assert!(e.contains("ECR_REFRESH_CLUSTERS_NAMESPACE"), "{e}");
+    let c = config(&[
+        ("ECR_REFRESH_CLUSTERS", "capi"),
+        ("ECR_REFRESH_CLUSTERS_NAMESPACE", "fleet-a, fleet-b,fleet-a"),
+        ("ECR_REFRESH_CLUSTERS_SELECTOR", "env=prod"),
+    ])
+    .unwrap();
+    let clusters = c.clusters.unwrap();
+    assert_eq!(clusters.namespaces.len(), 2, "each namespace once");
+    assert!(clusters.selector.is_some());
+    let e = error(&[
+        ("ECR_REFRESH_CLUSTERS", "dir:/clusters"),
+        ("ECR_REFRESH_CLUSTERS_NAMESPACE", "x"),
+    ]);
+    assert!(e.contains("dir:"), "{e}");
+    let e = error(&[("ECR_REFRESH_CLUSTERS", "rancher")]);
+    assert!(e.contains("ECR_REFRESH_CLUSTERS=\"rancher\""), "{e}");
+}

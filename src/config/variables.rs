@@ -13,7 +13,7 @@ use super::values::{
 };
 use crate::aws::credentials::roles_anywhere::parse_session_duration;
 use crate::aws::registry::RegistryHost;
-use crate::cluster::names::ServiceAccountName;
+use crate::cluster::names::{NamespaceName, ServiceAccountName};
 use crate::glob::Glob;
 
 /// One environment variable ecr-refresh reads.
@@ -267,6 +267,75 @@ pub const VARIABLES: &[Variable] = &[
         accepted: "an Argo CD project name (a DNS subdomain); only with ECR_REFRESH_ARGOCD_NAMESPACE",
         default_parses: false,
         parse: |v, b| put(&mut b.argocd.project, text(v)),
+    },
+    Variable {
+        name: "ECR_REFRESH_CLUSTERS",
+        default: "none",
+        meaning: "a fleet from one run: the clusters to refresh besides (or instead of) this one, each written as its own ServiceAccount (ECR_REFRESH_CLUSTERS_SERVICE_ACCOUNT): capi (Cluster API's <cluster>-kubeconfig Secrets), argocd (Argo CD's cluster Secrets) or dir:<path> (a directory of kubeconfig files, one cluster each); unset: only the cluster it runs in",
+        accepted: "capi, argocd or dir:<path>",
+        default_parses: false,
+        parse: |v, b| put(&mut b.clusters.source, text(v)),
+    },
+    Variable {
+        name: "ECR_REFRESH_CLUSTERS_NAMESPACE",
+        default: "argocd with ECR_REFRESH_CLUSTERS=argocd; none otherwise",
+        meaning: "comma-separated namespaces holding the cluster Secrets (the run may get and list Secrets there only); required with capi",
+        accepted: "comma-separated namespace names; only with ECR_REFRESH_CLUSTERS=capi or argocd",
+        default_parses: false,
+        parse: |v, b| {
+            put(
+                &mut b.clusters.namespaces,
+                parse_list(v, NamespaceName::from_str).map(first_of_each),
+            )
+        },
+    },
+    Variable {
+        name: "ECR_REFRESH_CLUSTERS_SELECTOR",
+        default: "none",
+        meaning: "a label selector on the cluster Secrets, evaluated by the API server",
+        accepted: "a label selector, like fleet=prod; only with ECR_REFRESH_CLUSTERS=capi or argocd",
+        default_parses: false,
+        parse: |v, b| put(&mut b.clusters.selector, text(v)),
+    },
+    Variable {
+        name: "ECR_REFRESH_CLUSTERS_CONCURRENCY",
+        default: "4",
+        meaning: "how many clusters are worked on at once (each with ECR_REFRESH_CONCURRENCY namespaces at once)",
+        accepted: "a whole number from 1 to 1024",
+        default_parses: true,
+        parse: |v, b| put(&mut b.clusters.concurrency, parse_concurrency(v.trim())),
+    },
+    Variable {
+        name: "ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL",
+        default: "false",
+        meaning: "with ECR_REFRESH_CLUSTERS: the cluster the run runs in is refreshed too (as cluster local, with the run's own ServiceAccount)",
+        accepted: "true or false, in any letter case",
+        default_parses: true,
+        parse: |v, b| put(&mut b.clusters.include_local, parse_bool(v)),
+    },
+    Variable {
+        name: "ECR_REFRESH_CLUSTERS_SERVICE_ACCOUNT",
+        default: "ecr-refresh/ecr-refresh",
+        meaning: "the ServiceAccount in each spoke (the spoke install's) that a refresh's requests there are made as, and that its Secrets record as their install; the kubeconfig's own credential is used for one TokenRequest for it (or to impersonate it)",
+        accepted: "<namespace>/<name>",
+        default_parses: true,
+        parse: |v, b| put(&mut b.clusters.service_account, text(v)),
+    },
+    Variable {
+        name: "ECR_REFRESH_CLUSTERS_CHECK_SERVICE_ACCOUNT",
+        default: "ecr-refresh/ecr-refresh-check",
+        meaning: "the ServiceAccount in each spoke that `check`'s requests there are made as",
+        accepted: "<namespace>/<name>",
+        default_parses: true,
+        parse: |v, b| put(&mut b.clusters.check_service_account, text(v)),
+    },
+    Variable {
+        name: "ECR_REFRESH_CLUSTERS_AUTH",
+        default: "token-request",
+        meaning: "how a run acts as the spoke's ServiceAccount: token-request (one TokenRequest, ten minutes, per spoke; the spoke grants create on serviceaccounts/token for it) or impersonate (every request impersonates it; the spoke grants impersonate on it)",
+        accepted: "token-request or impersonate, in any letter case",
+        default_parses: true,
+        parse: |v, b| put(&mut b.clusters.auth, text(v)),
     },
     Variable {
         name: "ECR_REFRESH_ROLES_ANYWHERE_TRUST_ANCHOR_ARN",

@@ -4,6 +4,7 @@
 //! fetched when the first namespace turns out to be due. Then the summary and the exit code.
 
 mod argocd;
+mod fleet;
 mod install_name;
 mod lines;
 pub mod metrics;
@@ -19,18 +20,19 @@ use std::time::{Instant, SystemTime};
 use aws_config::SdkConfig;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::{Api, Client};
-use tokio::sync::OnceCell;
 use tracing::{info, warn};
 
 use crate::aws::credentials::roles_anywhere::certificate_expiry;
+use crate::cluster::client::{self, Target};
+use crate::cluster::events;
 use crate::cluster::namespaces::Origin;
 use crate::cluster::reads::{Read, Reads, Work};
-use crate::cluster::{client, events};
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
 use crate::evict::Evictor;
 use crate::owned::{self, Settled, SkipReason};
 use crate::pull_secret::due::{Judged, Policy};
+use crate::pull_secret::install::Install;
 use crate::pull_secret::service_accounts;
 use crate::pull_secret::write::{self, SecretError};
 use crate::report::{AccountOutcome, Evictions, Outcome};
@@ -79,6 +81,9 @@ pub async fn run(
     config: &Config,
     shutdown: impl Future<Output = &'static str> + Send + 'static,
 ) -> u8 {
+    if let Some(clusters) = &config.clusters {
+        return fleet::run(config, clusters, shutdown).await;
+    }
     let started = Instant::now();
     let result = refresh(config, Stop::new(shutdown))
         .await
@@ -105,7 +110,6 @@ pub async fn run(
 
 /// What a run has in hand before its first namespace.
 struct Prepared<'a> {
-    sdk: SdkConfig,
     client: Client,
     pages: Reads<'a>,
     first: Vec<Work>,
@@ -169,20 +173,49 @@ impl Namespaces {
     }
 }
 
-/// The cluster and the first namespace page, then every namespace.
+/// The AWS configuration, then the cluster the run runs in.
 /// A stop before the first namespace ends the run at once: nothing is in flight.
 async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unavailable> {
-    let prepared = tokio::select! {
-        prepared = prepare(config) => prepared?,
+    let sdk = tokio::select! {
+        sdk = load(config) => sdk?,
         reason = stop.stopping() => return Err(Unavailable::Stopped { reason, done: "written" }),
     };
-    let tokens = OnDemand {
-        sdk: &prepared.sdk,
-        config,
-        cell: OnceCell::new(),
+    let tokens = OnDemand::new(&sdk, config);
+    let target = Target::local().await?;
+    let install = config.install.clone().or_else(Install::in_cluster);
+    refresh_cluster(config, &tokens, &target, install, &stop).await
+}
+
+/// The region and credentials, loaded (no call yet): the run's, for every cluster.
+async fn load(config: &Config) -> Result<SdkConfig, Unavailable> {
+    let sdk =
+        crate::aws::sdk::load(config.assume_role.as_ref(), config.roles_anywhere.as_ref()).await?;
+    // The caller's own registry is found in the region: without one, no Secret can be judged
+    // or written; and a role is assumed at STS in it. Said before the cluster is asked anything.
+    if config.registries.is_empty() && sdk.region().is_none() {
+        return Err(Unavailable::NoRegion);
+    }
+    if config.assume_role.is_some() && sdk.region().is_none() {
+        return Err(Unavailable::AssumeRoleNoRegion);
+    }
+    Ok(sdk)
+}
+
+/// One cluster: its first namespace page, then every namespace, written as `install` records;
+/// the tokens are the run's, shared by every cluster.
+async fn refresh_cluster(
+    config: &Config,
+    tokens: &OnDemand<'_>,
+    target: &Target,
+    install: Option<Install>,
+    stop: &Stop,
+) -> Result<(Report, Summary), Unavailable> {
+    let prepared = tokio::select! {
+        prepared = prepare(config, target) => prepared?,
+        reason = stop.stopping() => return Err(Unavailable::Stopped { reason, done: "written" }),
     };
-    let region = prepared.sdk.region().map(|r| r.as_ref().to_owned());
-    let rules = Rules::new(config, region.clone());
+    let region = tokens.sdk.region().map(|r| r.as_ref().to_owned());
+    let rules = Rules::with_install(config, region.clone(), install);
     let events = events::Events::new(
         &prepared.client,
         config.events,
@@ -194,8 +227,8 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
         client: &prepared.client,
         policy: rules.policy(),
         install: InstallName::new(rules.install(), &prepared.client),
-        tokens: &tokens,
-        stop: &stop,
+        tokens,
+        stop,
         events: &events,
     };
     let mut done = Namespaces::default();
@@ -220,8 +253,18 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
     if let Some(limit) = config.evict_stuck_pods {
         let mut namespaces = done.standing;
         namespaces.sort();
-        report.evictions =
-            Some(evict_stuck_pods(config, region, limit, &namespaces, done.would_add, &stop).await);
+        report.evictions = Some(
+            evict_stuck_pods(
+                config,
+                target,
+                region,
+                limit,
+                &namespaces,
+                done.would_add,
+                stop,
+            )
+            .await,
+        );
     }
     // No token fetched (nothing was due): no registries or expiry to report.
     let summary = tokens
@@ -239,13 +282,14 @@ async fn refresh(config: &Config, stop: Stop) -> Result<(Report, Summary), Unava
 /// ECR_REFRESH_EVICT_STUCK_PODS, after every Secret: pods stuck for want of it, evicted.
 async fn evict_stuck_pods(
     config: &Config,
+    target: &Target,
     region: Option<String>,
     limit: usize,
     namespaces: &[String],
     would_add: BTreeSet<(String, String)>,
     stop: &Stop,
 ) -> Evictions {
-    let client = match client::connect_without_throttle_retries().await {
+    let client = match target.client(false) {
         Ok((client, _)) => client,
         Err(e) => {
             warn!(error = %e, "stuck pods were not looked at: no client for the evictions");
@@ -262,20 +306,8 @@ async fn evict_stuck_pods(
     evictor.run(namespaces, stop).await
 }
 
-async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
-    // Loaded, not used yet (no ECR call): the region, and the credentials for when a Secret
-    // turns out to be due.
-    let sdk =
-        crate::aws::sdk::load(config.assume_role.as_ref(), config.roles_anywhere.as_ref()).await?;
-    // The caller's own registry is found in the region: without one, no Secret can be judged
-    // or written; and a role is assumed at STS in it. Said before the cluster is asked anything.
-    if config.registries.is_empty() && sdk.region().is_none() {
-        return Err(Unavailable::NoRegion);
-    }
-    if config.assume_role.is_some() && sdk.region().is_none() {
-        return Err(Unavailable::AssumeRoleNoRegion);
-    }
-    let (client, url) = client::connect().await?;
+async fn prepare<'a>(config: &'a Config, target: &Target) -> Result<Prepared<'a>, Unavailable> {
+    let (client, url) = target.client(true)?;
     let version = client::check(&client, &url).await?;
     let (mut pages, refused) = Reads::open(
         client.clone(),
@@ -293,7 +325,6 @@ async fn prepare(config: &Config) -> Result<Prepared<'_>, Unavailable> {
     // The first page decides whether the cluster lets us in at all: nothing is written before it.
     let first = pages.first().await?;
     Ok(Prepared {
-        sdk,
         client,
         pages,
         first,

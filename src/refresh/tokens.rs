@@ -30,7 +30,15 @@ pub(super) struct Fetched {
     pub expires_at: String,
 }
 
-impl OnDemand<'_> {
+impl<'a> OnDemand<'a> {
+    pub(super) fn new(sdk: &'a SdkConfig, config: &'a Config) -> Self {
+        Self {
+            sdk,
+            config,
+            cell: OnceCell::new(),
+        }
+    }
+
     pub(super) async fn get(&self) -> Result<&Fetched, Arc<TokenError>> {
         self.cell
             .get_or_init(|| async { self.fetch().await.map_err(Arc::new) })

@@ -58,8 +58,32 @@ pub enum Unavailable {
     },
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    /// ECR_REFRESH_CLUSTERS: the source of the clusters could not be read.
+    #[error("the fleet's clusters could not be read: {0}")]
+    Clusters(String),
+    /// ECR_REFRESH_CLUSTERS: a spoke not reached as its ServiceAccount (that cluster's failure).
+    #[error(transparent)]
+    Spoke(#[from] crate::fleet::connect::SpokeError),
+    /// ECR_REFRESH_CLUSTERS: not one cluster was reached (each one's line says why).
+    #[error("no cluster of the fleet was reached ({}): each cluster's `cluster failed` line says why", some_of(.failed))]
+    NoClusterReached { failed: Vec<String> },
     #[error(transparent)]
     Namespaces(#[from] NamespaceError),
+}
+
+/// The first names of a long list, and how many more.
+fn some_of(names: &[String]) -> String {
+    const SHOWN: usize = 20;
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
 }
 
 /// What the exit-3 message adds when ServiceAccounts were written before the tokens failed.

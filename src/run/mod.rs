@@ -5,6 +5,7 @@
 
 pub mod accounts;
 pub mod end;
+pub mod fleet;
 pub mod pages;
 pub mod stop;
 
@@ -26,8 +27,17 @@ pub struct Rules<'a> {
 
 impl<'a> Rules<'a> {
     pub fn new(config: &'a Config, region: Option<String>) -> Self {
-        let written = config.written.clone();
         let install = config.install.clone().or_else(Install::in_cluster);
+        Self::with_install(config, region, install)
+    }
+
+    /// The rules of a run whose writes record `install` (a fleet's spoke: its ServiceAccount).
+    pub fn with_install(
+        config: &'a Config,
+        region: Option<String>,
+        install: Option<Install>,
+    ) -> Self {
+        let written = config.written.clone();
         Self {
             config,
             written,

@@ -130,6 +130,14 @@ enum UninstallError {
 
 /// The whole uninstall; returns the exit code.
 pub async fn run(config: &Config) -> u8 {
+    if let Some(clusters) = &config.clusters {
+        warn!(
+            source = %clusters.source,
+            "uninstall works on the one cluster KUBECONFIG names, not on ECR_REFRESH_CLUSTERS' \
+             spokes: run it against each spoke (KUBECONFIG pointing there) with the same \
+             ECR_REFRESH_INSTALL as the spoke's ServiceAccount (ecr-refresh/ecr-refresh)"
+        );
+    }
     let (client, url) = match client::connect().await {
         Ok(connected) => connected,
         Err(e) => {

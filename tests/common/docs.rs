@@ -48,3 +48,53 @@ pub(crate) fn texts() -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// A recipe of a book page: the fenced block on the line right after `<!-- recipe: NAME -->`,
+/// as the page shows it, for a test to apply exactly so.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Recipe {
+    pub name: String,
+    /// The fence's info string: `yaml`, `sh`.
+    pub lang: String,
+    /// The block's lines, each ending in a newline.
+    pub body: String,
+}
+
+/// Every recipe of a page, in page order. A marker not followed at once by a fence, or a
+/// fence never closed, is the page's mistake: it panics, naming the recipe.
+pub(crate) fn recipes(page: &str) -> Vec<Recipe> {
+    let mut recipes = Vec::new();
+    let mut lines = page.lines();
+    while let Some(line) = lines.next() {
+        let Some(name) = line
+            .strip_prefix("<!-- recipe: ")
+            .and_then(|rest| rest.strip_suffix(" -->"))
+        else {
+            continue;
+        };
+        let lang = lines
+            .next()
+            .and_then(|fence| fence.strip_prefix("```"))
+            .filter(|lang| !lang.is_empty() && !lang.contains('`'))
+            .unwrap_or_else(|| {
+                panic!("recipe {name}: its marker must be followed at once by a fence with a language (```yaml, ```sh)")
+            });
+        let mut body = String::new();
+        let mut closed = false;
+        for line in lines.by_ref() {
+            if line == "```" {
+                closed = true;
+                break;
+            }
+            body.push_str(line);
+            body.push('\n');
+        }
+        assert!(closed, "recipe {name}: its block is never closed");
+        recipes.push(Recipe {
+            name: name.to_owned(),
+            lang: lang.to_owned(),
+            body,
+        });
+    }
+    recipes
+}

@@ -22,6 +22,8 @@ mod cli;
 mod credentials;
 // The demo README's "Try it" starts with, with this build's binary.
 mod demo;
+// The book's recipes, read as a test reads them; the Fleets page's in their applied shape.
+mod docs;
 // ECR_REFRESH_RENEW_BEFORE: a Secret is written only when it is due.
 mod due;
 // ECR_REFRESH_CLUSTERS: one run, many clusters, each written as its own ServiceAccount.

@@ -927,7 +927,7 @@ fn the_components_set_the_variables_they_mean_by_name() {
         by_index.join("\n")
     );
 
-    let cases: [Case; 8] = [
+    let cases: [Case; 9] = [
         (
             "namespaced",
             &[],
@@ -973,6 +973,14 @@ fn the_components_set_the_variables_they_mean_by_name() {
             "",
             &["components/roles-anywhere"],
             &[("ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION", "1h")],
+        ),
+        (
+            "",
+            &["components/hub"],
+            &[
+                ("ECR_REFRESH_CLUSTERS", "capi"),
+                ("ECR_REFRESH_CLUSTERS_NAMESPACE", "capi-clusters"),
+            ],
         ),
     ];
     for (variant, components, meant) in cases {
@@ -1107,4 +1115,57 @@ patches:
         serde_json::json!([{"name": "ecr-pull"}, {"name": "mirror-pull"}])
     );
     assert!(!rendered.contains("aws-ecr-token"), "{rendered}");
+}
+
+/// components/hub: a hub run over Cluster API's kubeconfig Secrets in the placeholder
+/// namespace capi-clusters. It reads Secrets there and nowhere else (a Role and RoleBinding of
+/// get and list, bound to the run's ServiceAccount), its memory limit is 128Mi, and nothing
+/// else of the install changes.
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_hub_component_reads_the_cluster_secrets_of_its_namespace_only_with_128mi() {
+    let plain = objects(&render("", false));
+    let hub = objects(&common::manifests::render_with_components(
+        "",
+        &["components/hub"],
+    ));
+    let named = |docs: &[Value], kind: &str| -> Vec<Value> {
+        docs.iter().filter(|d| d["kind"] == kind).cloned().collect()
+    };
+    let roles = named(&hub, "Role");
+    assert_eq!(roles.len(), 1, "{roles:#?}");
+    assert_eq!(roles[0]["metadata"]["name"], "ecr-refresh-clusters");
+    assert_eq!(roles[0]["metadata"]["namespace"], "capi-clusters");
+    assert_eq!(
+        roles[0]["rules"],
+        serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]),
+        "get and list on Secrets, nothing else"
+    );
+    let bindings = named(&hub, "RoleBinding");
+    assert_eq!(bindings.len(), 1, "{bindings:#?}");
+    assert_eq!(bindings[0]["metadata"]["namespace"], "capi-clusters");
+    assert_eq!(
+        bindings[0]["roleRef"],
+        serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ecr-refresh-clusters"})
+    );
+    assert_eq!(
+        bindings[0]["subjects"],
+        serde_json::json!([{"kind": "ServiceAccount", "name": "ecr-refresh", "namespace": "ecr-refresh"}])
+    );
+    let container = |docs: &[Value]| -> Value {
+        named(docs, "CronJob")[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+            [0]
+        .clone()
+    };
+    assert_eq!(container(&plain)["resources"]["limits"]["memory"], "64Mi");
+    assert_eq!(container(&hub)["resources"]["limits"]["memory"], "128Mi");
+    // The rest is the install's: the same ClusterRole, policy and ServiceAccount.
+    for kind in [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ServiceAccount",
+    ] {
+        assert_eq!(named(&hub, kind), named(&plain, kind), "{kind}");
+    }
 }

@@ -550,3 +550,308 @@ fn the_evict_component_grants_pod_reads_and_evictions_in_a_role_of_its_own() {
         "off without the component"
     );
 }
+
+// ---- The spoke install (manifests/spoke, issue 51) --------------------------------------
+
+/// The one document of `kind` named `name` in a rendering.
+fn the<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    let found: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind} {name} in {docs:#?}");
+    found[0]
+}
+
+/// The spoke rendered through an overlay of the user's (`fields`, such as `namePrefix: team-`)
+/// with components of manifests/components (by directory), from a copy of the manifests.
+fn spoke_through(fields: &str, components: &[&str]) -> Vec<Value> {
+    let copy = common::manifests::copy();
+    let overlay = copy.path().join("overlay");
+    std::fs::create_dir_all(&overlay).expect("an overlay directory");
+    let components: Vec<String> = components
+        .iter()
+        .map(|c| format!("\"../manifests/components/{c}\""))
+        .collect();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n{fields}\n\
+             resources: [\"../manifests/spoke\"]\ncomponents: [{}]\n",
+            components.join(", ")
+        ),
+    )
+    .expect("writing the overlay");
+    documents(&common::manifests::kustomize(&overlay))
+}
+
+/// The hub's one right, as the spoke's Role ecr-refresh-hub grants it: (resources, verbs,
+/// resourceNames) of its one rule.
+fn hub_rule(
+    docs: &[Value],
+    prefix: &str,
+    namespace: &str,
+) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let role = the(docs, "Role", &format!("{prefix}ecr-refresh-hub"));
+    assert_eq!(role["metadata"]["namespace"], namespace, "{role}");
+    let rules = role["rules"].as_array().expect("rules");
+    assert_eq!(rules.len(), 1, "the hub's Role holds one rule: {role}");
+    assert_eq!(strings(&rules[0]["apiGroups"]), [""], "{role}");
+    (
+        strings(&rules[0]["resources"]),
+        strings(&rules[0]["verbs"]),
+        strings(&rules[0]["resourceNames"]),
+    )
+}
+
+/// Only RoleBinding `<prefix>ecr-refresh-hub` names the hub's ServiceAccount, and it binds the
+/// hub's Role to it alone: the narrowed hub credential holds that one rule and nothing else.
+fn hub_bound_to_its_role_only(docs: &[Value], prefix: &str, namespace: &str) {
+    let hub = format!("{prefix}ecr-refresh-hub");
+    let account = the(docs, "ServiceAccount", &hub);
+    assert_eq!(account["metadata"]["namespace"], namespace);
+    let binding = the(docs, "RoleBinding", &hub);
+    assert_eq!(binding["metadata"]["namespace"], namespace);
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": hub})
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": hub, "namespace": namespace}])
+    );
+    for other in docs
+        .iter()
+        .filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
+        .filter(|d| d["metadata"]["name"] != hub.as_str())
+    {
+        assert!(
+            !other["subjects"]
+                .to_string()
+                .contains(&format!("\"{hub}\"")),
+            "only {hub} binds the hub's account: {other}"
+        );
+    }
+}
+
+/// manifests/spoke: the ServiceAccount ecr-refresh with exactly the RBAC and admission policy
+/// of the cluster-wide install, no CronJob, no Job, no ConfigMap (the Secret's name is a
+/// local-config source), and the hub's one right: create on serviceaccounts/token for
+/// ecr-refresh only, bound to ecr-refresh-hub alone.
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_spoke_install_grants_the_hub_a_token_for_its_service_account_and_runs_nothing() {
+    let spoke = documents(&render_with_components("spoke", &[]));
+    let normal = documents(&render("", false));
+    for kind in ["CronJob", "Job", "ConfigMap", "Pod", "Deployment"] {
+        assert!(
+            spoke.iter().all(|d| d["kind"] != kind),
+            "the spoke renders no {kind}: {spoke:#?}"
+        );
+    }
+    // The install's own objects, as the cluster-wide install has them.
+    for (kind, name) in [
+        ("Namespace", "ecr-refresh"),
+        ("ServiceAccount", "ecr-refresh"),
+        ("ClusterRole", "ecr-refresh"),
+        ("ClusterRoleBinding", "ecr-refresh"),
+        ("ClusterRole", "ecr-refresh-admission"),
+        ("ClusterRoleBinding", "ecr-refresh-admission"),
+        ("ValidatingAdmissionPolicy", "ecr-refresh"),
+        ("ValidatingAdmissionPolicyBinding", "ecr-refresh"),
+    ] {
+        assert_eq!(
+            the(&spoke, kind, name),
+            the(&normal, kind, name),
+            "the spoke's {kind} {name} is the install's"
+        );
+    }
+    assert_eq!(
+        hub_rule(&spoke, "", "ecr-refresh"),
+        (
+            vec!["serviceaccounts/token".to_owned()],
+            vec!["create".to_owned()],
+            vec!["ecr-refresh".to_owned()]
+        )
+    );
+    hub_bound_to_its_role_only(&spoke, "", "ecr-refresh");
+    let kinds: Vec<String> = spoke
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {}",
+                d["kind"].as_str().unwrap(),
+                d["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds.len(),
+        11,
+        "the install's 8 objects, and the hub's ServiceAccount, Role and RoleBinding: {kinds:?}"
+    );
+}
+
+/// components/spoke-impersonate: the hub's rule is `impersonate` on serviceaccounts, the same
+/// one name; with components/check the check's ServiceAccount is the rule's second name, in
+/// both auths, and nothing else of the rule changes.
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_hub_rule_impersonates_with_the_component_and_names_the_check_account_with_check() {
+    let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let impersonate = spoke_through("", &["spoke-impersonate"]);
+    assert_eq!(
+        hub_rule(&impersonate, "", "ecr-refresh"),
+        (
+            names(&["serviceaccounts"]),
+            names(&["impersonate"]),
+            names(&["ecr-refresh"])
+        )
+    );
+    hub_bound_to_its_role_only(&impersonate, "", "ecr-refresh");
+
+    let check = spoke_through("", &["check"]);
+    assert_eq!(
+        hub_rule(&check, "", "ecr-refresh"),
+        (
+            names(&["serviceaccounts/token"]),
+            names(&["create"]),
+            names(&["ecr-refresh", "ecr-refresh-check"])
+        )
+    );
+    the(&check, "ServiceAccount", "ecr-refresh-check");
+    hub_bound_to_its_role_only(&check, "", "ecr-refresh");
+
+    let both = spoke_through("", &["check", "spoke-impersonate"]);
+    assert_eq!(
+        hub_rule(&both, "", "ecr-refresh"),
+        (
+            names(&["serviceaccounts"]),
+            names(&["impersonate"]),
+            names(&["ecr-refresh", "ecr-refresh-check"])
+        )
+    );
+
+    // The cluster-wide install with the check component has no hub Role to patch.
+    let normal = documents(&render_with_components("", &["components/check"]));
+    assert!(
+        normal
+            .iter()
+            .all(|d| d["metadata"]["name"] != "ecr-refresh-hub")
+    );
+}
+
+/// Under an overlay's `namePrefix:` and `namespace:`, the hub's rule names the ServiceAccounts
+/// as the overlay renamed them, in the namespace it moved them to, and its binding follows.
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_hub_rule_follows_the_service_account_under_an_overlays_prefix_and_namespace() {
+    let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    for (fields, prefix, namespace) in [
+        ("namePrefix: team-", "team-", "ecr-refresh"),
+        ("namespace: other", "", "other"),
+        ("namePrefix: team-\nnamespace: other", "team-", "other"),
+    ] {
+        let docs = spoke_through(fields, &[]);
+        let account = the(&docs, "ServiceAccount", &format!("{prefix}ecr-refresh"));
+        assert_eq!(account["metadata"]["namespace"], namespace, "{fields}");
+        assert_eq!(
+            hub_rule(&docs, prefix, namespace),
+            (
+                names(&["serviceaccounts/token"]),
+                names(&["create"]),
+                vec![format!("{prefix}ecr-refresh")]
+            ),
+            "{fields}"
+        );
+        hub_bound_to_its_role_only(&docs, prefix, namespace);
+
+        let docs = spoke_through(fields, &["check", "spoke-impersonate"]);
+        assert_eq!(
+            hub_rule(&docs, prefix, namespace),
+            (
+                names(&["serviceaccounts"]),
+                names(&["impersonate"]),
+                vec![
+                    format!("{prefix}ecr-refresh"),
+                    format!("{prefix}ecr-refresh-check")
+                ]
+            ),
+            "{fields}, with check and impersonate"
+        );
+    }
+}
+
+/// The spoke takes the Secret's name from its local-config ConfigMap (not from a CronJob):
+/// edited there, or given by an overlay with components/secret-name, it reaches the RBAC's
+/// resourceNames and the admission policy, and the ConfigMap itself is never applied.
+#[test]
+#[ignore = "needs kubectl (bash .ci/test)"]
+fn the_spokes_secret_name_comes_from_its_local_config_map_and_reaches_rbac_and_policy() {
+    fn follows(docs: &[Value], secret: &str, what: &str) {
+        let role = the(docs, "ClusterRole", "ecr-refresh");
+        assert_eq!(
+            strings(&role["rules"][0]["resourceNames"]),
+            [secret],
+            "{what}: {role}"
+        );
+        let marker = the(docs, "ClusterRole", "ecr-refresh-admission");
+        assert_eq!(
+            strings(&marker["rules"][0]["resourceNames"]),
+            [secret],
+            "{what}"
+        );
+        let policy = the(docs, "ValidatingAdmissionPolicy", "ecr-refresh").to_string();
+        assert!(policy.contains(&format!("'{secret}'")), "{what}: {policy}");
+        assert!(
+            policy.contains(&format!("name('{secret}')")),
+            "{what}: the matchCondition asks for {secret}: {policy}"
+        );
+        assert!(docs.iter().all(|d| d["kind"] != "ConfigMap"), "{what}");
+        assert!(docs.iter().all(|d| d["kind"] != "CronJob"), "{what}");
+    }
+    let copy = common::manifests::copy();
+    let root = copy.path().join("manifests");
+    let source = root.join("spoke/secret-name.yaml");
+    let text = std::fs::read_to_string(&source).expect("manifests/spoke/secret-name.yaml");
+    assert!(
+        text.contains("config.kubernetes.io/local-config: \"true\""),
+        "{text}"
+    );
+    follows(
+        &documents(&common::manifests::kustomize(&root.join("spoke"))),
+        SECRET,
+        "as shipped",
+    );
+    std::fs::write(
+        &source,
+        text.replace(&format!("secretName: {SECRET}"), "secretName: team-pull"),
+    )
+    .expect("editing the ConfigMap");
+    follows(
+        &documents(&common::manifests::kustomize(&root.join("spoke"))),
+        "team-pull",
+        "the ConfigMap edited",
+    );
+
+    let copy = common::manifests::copy();
+    let overlay = copy.path().join("overlay");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [../manifests/spoke, secret-name.yaml]\n\
+         components: [../manifests/components/secret-name]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        overlay.join("secret-name.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ecr-refresh-secret-name}\ndata: {name: ecr-pull}\n",
+    )
+    .unwrap();
+    follows(
+        &documents(&common::manifests::kustomize(&overlay)),
+        "ecr-pull",
+        "an overlay with components/secret-name",
+    );
+}

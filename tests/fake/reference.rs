@@ -281,7 +281,16 @@ fn a_page_naming_the_published_image_or_chart_shows_the_pre_release_path_beside_
 }
 
 /// The macros a log line is written with (`tracing`'s), bare or as `tracing::…!`.
-const LOG_MACROS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "event"];
+/// `info_span` too: its fields (a fleet's `cluster`) are on every line logged inside it.
+const LOG_MACROS: [&str; 7] = [
+    "info_span",
+    "trace",
+    "debug",
+    "info",
+    "warn",
+    "error",
+    "event",
+];
 
 /// The source with its comments left out, each string literal as `""` and each char literal as
 /// `CHAR`: what is left can be split at commas and parentheses.
@@ -392,7 +401,9 @@ fn fields_in(source: &str) -> Vec<String> {
                 argument.push(c);
             }
         }
-        for argument in arguments {
+        // A span's first argument is its name; its fields follow.
+        let skip = usize::from(*name == "info_span");
+        for argument in arguments.into_iter().skip(skip) {
             if argument.trim_start().starts_with('"') {
                 break;
             }
@@ -494,6 +505,7 @@ fn the_log_field_reader_finds_every_spelling_of_a_field() {
         let e = anyhow::error!("not a log line: {}", x = 1); some_info!(nope = 1, "m");
         #[error("{x}")] E { x: String },
         debug!(r"raw, string" , late = 1);
+        let span = info_span!("cluster", cluster = %name);
     "#;
     assert_eq!(
         fields_in(source),
@@ -507,7 +519,8 @@ fn the_log_field_reader_finds_every_spelling_of_a_field() {
             "count",
             "a.b",
             "c",
-            "d"
+            "d",
+            "cluster"
         ]
     );
 }

@@ -1940,6 +1940,11 @@ fn no_default_region_and_every_helm_recipe_renders_the_region_it_sets() {
                     }
                 }
             }
+            // A spoke (docs/src/fleets.md) runs nothing, so it has no region: its recipe,
+            // `spoke-helm`, is applied by name (common::docs::recipes).
+            if command.contains("--set spoke.enabled=true") {
+                continue;
+            }
             // The one placeholder the book leaves in a value: a Roles Anywhere id.
             let values =
                 set_values(&command.replace("<id>", "00000000-0000-0000-0000-000000000000"));
@@ -1962,4 +1967,359 @@ fn no_default_region_and_every_helm_recipe_renders_the_region_it_sets() {
         }
     }
     assert!(recipes >= 3, "found only {recipes} Helm recipes");
+}
+
+// ---- Fleet (issue 51): the spoke install and the hub's values --------------------------
+
+/// The one rule of the Role `<name>` (namespace `ns`): (resources, verbs, resourceNames).
+fn one_rule(docs: &[Value], name: &str, ns: &str) -> (Value, Value, Value) {
+    let roles: Vec<&Value> = of_kind(docs, "Role")
+        .into_iter()
+        .filter(|d| d["metadata"]["name"] == name && d["metadata"]["namespace"] == ns)
+        .collect();
+    assert_eq!(roles.len(), 1, "one Role {ns}/{name} in {docs:#?}");
+    let role = roles[0];
+    let rules = role["rules"].as_array().expect("rules");
+    assert_eq!(rules.len(), 1, "one rule: {role}");
+    assert_eq!(rules[0]["apiGroups"], json!([""]), "{role}");
+    (
+        rules[0]["resources"].clone(),
+        rules[0]["verbs"].clone(),
+        rules[0]["resourceNames"].clone(),
+    )
+}
+
+/// `spoke.enabled`: the ServiceAccount, its RBAC and the admission policy, with no CronJob and
+/// no Job; the hub's one right (create on serviceaccounts/token for that ServiceAccount only,
+/// or impersonate with spoke.auth) in a Role bound to `<fullname>-hub` alone, or to the
+/// subjects of spoke.hub.subjects; the check's ServiceAccount its second name with
+/// check.podRights. What a spoke can't be is refused, saying why.
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn spoke_mode_renders_the_install_without_a_run_and_the_hubs_one_right() {
+    let spoke = render(&json!({"spoke": {"enabled": true}, "firstRun": {"enabled": true}}));
+    for kind in ["CronJob", "Job"] {
+        assert!(of_kind(&spoke, kind).is_empty(), "no {kind}: {spoke:#?}");
+    }
+    let normal = render(&json!({}));
+    for (kind, name) in [
+        ("ServiceAccount", "ecr-refresh"),
+        ("ClusterRole", "ecr-refresh"),
+        ("ClusterRoleBinding", "ecr-refresh"),
+        ("ClusterRole", "ecr-refresh-admission"),
+        ("ClusterRoleBinding", "ecr-refresh-admission"),
+        ("ValidatingAdmissionPolicy", "ecr-refresh"),
+        ("ValidatingAdmissionPolicyBinding", "ecr-refresh"),
+    ] {
+        let strip = |d: &Value| {
+            let mut d = d.clone();
+            d["metadata"]["labels"] = Value::Null;
+            d
+        };
+        assert_eq!(
+            strip(named(&spoke, kind, name)),
+            strip(named(&normal, kind, name)),
+            "the spoke's {kind} {name} is the install's"
+        );
+    }
+    assert_eq!(
+        one_rule(&spoke, "ecr-refresh-hub", "ecr-refresh"),
+        (
+            json!(["serviceaccounts/token"]),
+            json!(["create"]),
+            json!(["ecr-refresh"])
+        )
+    );
+    let account = named(&spoke, "ServiceAccount", "ecr-refresh-hub");
+    assert_eq!(account["metadata"]["namespace"], "ecr-refresh");
+    let binding = named(&spoke, "RoleBinding", "ecr-refresh-hub");
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ecr-refresh-hub"})
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "ecr-refresh-hub", "namespace": "ecr-refresh"}])
+    );
+    assert_eq!(
+        spoke.len(),
+        10,
+        "the install's 7 objects and the hub's 3: {:?}",
+        spoke.iter().map(identity).collect::<Vec<_>>()
+    );
+
+    let impersonate = render(&json!({"spoke": {"enabled": true, "auth": "impersonate"}}));
+    assert_eq!(
+        one_rule(&impersonate, "ecr-refresh-hub", "ecr-refresh"),
+        (
+            json!(["serviceaccounts"]),
+            json!(["impersonate"]),
+            json!(["ecr-refresh"])
+        )
+    );
+
+    let with_check = render(&json!({"spoke": {"enabled": true}, "check": {"podRights": true}}));
+    assert_eq!(
+        one_rule(&with_check, "ecr-refresh-hub", "ecr-refresh").2,
+        json!(["ecr-refresh", "ecr-refresh-check"])
+    );
+    named(&with_check, "ServiceAccount", "ecr-refresh-check");
+    assert!(of_kind(&with_check, "CronJob").is_empty());
+
+    // Another release, namespace and ServiceAccount name: the rule follows them.
+    let team = render_as(
+        "team",
+        "platform",
+        &json!({"spoke": {"enabled": true}, "serviceAccount": {"name": "refresher"}}),
+    );
+    assert_eq!(
+        one_rule(&team, "team-ecr-refresh-hub", "platform"),
+        (
+            json!(["serviceaccounts/token"]),
+            json!(["create"]),
+            json!(["refresher"])
+        )
+    );
+
+    // The hub's own identity instead of, or beside, the chart's ServiceAccount.
+    let subjects =
+        json!([{"kind": "User", "name": "hub-admin", "apiGroup": "rbac.authorization.k8s.io"}]);
+    let theirs = render(
+        &json!({"spoke": {"enabled": true, "hub": {"serviceAccount": {"create": false}, "subjects": subjects}}}),
+    );
+    assert!(
+        of_kind(&theirs, "ServiceAccount")
+            .iter()
+            .all(|d| d["metadata"]["name"] != "ecr-refresh-hub")
+    );
+    assert_eq!(
+        named(&theirs, "RoleBinding", "ecr-refresh-hub")["subjects"],
+        subjects
+    );
+    let both = render(&json!({"spoke": {"enabled": true, "hub": {"subjects": subjects}}}));
+    assert_eq!(
+        named(&both, "RoleBinding", "ecr-refresh-hub")["subjects"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // Off: no hub Role.
+    assert!(
+        normal
+            .iter()
+            .all(|d| d["metadata"]["name"] != "ecr-refresh-hub")
+    );
+
+    let helm = Helm::offline();
+    for (values, message) in [
+        (
+            json!({"spoke": {"enabled": true, "hub": {"serviceAccount": {"create": false}}}}),
+            "spoke.hub.serviceAccount.create is false and spoke.hub.subjects is empty",
+        ),
+        (
+            json!({"spoke": {"enabled": true}, "mode": "check"}),
+            "spoke.enabled renders no CronJob",
+        ),
+        (
+            json!({"spoke": {"enabled": true}, "clusters": {"source": "argocd"}}),
+            "spoke.enabled and clusters.source",
+        ),
+        (
+            json!({"spoke": {"enabled": true, "auth": "exec"}}),
+            "at '/spoke/auth': value must be one of 'token-request', 'impersonate'",
+        ),
+    ] {
+        match helm.template("ecr-refresh", "ecr-refresh", &values) {
+            Ok(_) => panic!("{values} was accepted"),
+            Err(e) => assert!(e.contains(message), "{values}: {e}"),
+        }
+    }
+}
+
+/// The hub's values: clusters.* set the ECR_REFRESH_CLUSTERS variables, get and list on
+/// Secrets in each namespace of clusters.namespaces only (a Role and RoleBinding each, for
+/// the run's ServiceAccount), the memory limit 128Mi; capi with no namespace is refused,
+/// argocd defaults to the namespace argocd, dir: grants no Secret read. Unset: every
+/// variable empty (the binary's default), no Role, 64Mi.
+#[test]
+#[ignore = "needs helm (bash .ci/test)"]
+fn the_hubs_values_set_its_variables_and_grant_secret_reads_in_its_namespaces_only() {
+    let container = |docs: &[Value]| {
+        one(docs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+            .clone()
+    };
+    let hub = render(&json!({"clusters": {
+        "source": "capi",
+        "namespaces": ["fleet-a", "fleet-b"],
+        "selector": "env=prod",
+        "concurrency": 8,
+        "includeLocal": true,
+        "serviceAccount": "platform/ecr-refresh",
+        "checkServiceAccount": "platform/ecr-refresh-check",
+        "auth": "impersonate",
+    }}));
+    let cronjob = one(&hub, "CronJob");
+    for (name, value) in [
+        ("ECR_REFRESH_CLUSTERS", "capi"),
+        ("ECR_REFRESH_CLUSTERS_NAMESPACE", "fleet-a,fleet-b"),
+        ("ECR_REFRESH_CLUSTERS_SELECTOR", "env=prod"),
+        ("ECR_REFRESH_CLUSTERS_CONCURRENCY", "8"),
+        ("ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL", "true"),
+        (
+            "ECR_REFRESH_CLUSTERS_SERVICE_ACCOUNT",
+            "platform/ecr-refresh",
+        ),
+        (
+            "ECR_REFRESH_CLUSTERS_CHECK_SERVICE_ACCOUNT",
+            "platform/ecr-refresh-check",
+        ),
+        ("ECR_REFRESH_CLUSTERS_AUTH", "impersonate"),
+    ] {
+        assert_eq!(env_value(cronjob, name), value, "{name}");
+    }
+    assert_eq!(container(&hub)["resources"]["limits"]["memory"], "128Mi");
+    let roles = of_kind(&hub, "Role");
+    assert_eq!(roles.len(), 2, "{roles:#?}");
+    for ns in ["fleet-a", "fleet-b"] {
+        assert_eq!(
+            one_rule(&hub, "ecr-refresh-clusters", ns),
+            (json!(["secrets"]), json!(["get", "list"]), Value::Null)
+        );
+        let binding = of_kind(&hub, "RoleBinding")
+            .into_iter()
+            .find(|b| b["metadata"]["namespace"] == ns)
+            .unwrap_or_else(|| panic!("a RoleBinding in {ns}"));
+        assert_eq!(binding["metadata"]["name"], "ecr-refresh-clusters");
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "ecr-refresh", "namespace": "ecr-refresh"}])
+        );
+    }
+    // The cluster-wide rights are the install's: nothing more on Secrets elsewhere.
+    let normal = render(&json!({}));
+    assert_eq!(
+        named(&hub, "ClusterRole", "ecr-refresh"),
+        named(&normal, "ClusterRole", "ecr-refresh")
+    );
+
+    let argocd = render(&json!({"clusters": {"source": "argocd"}}));
+    assert_eq!(
+        env_value(one(&argocd, "CronJob"), "ECR_REFRESH_CLUSTERS_NAMESPACE"),
+        "argocd"
+    );
+    one_rule(&argocd, "ecr-refresh-clusters", "argocd");
+
+    let dir = render(&json!({"clusters": {"source": "dir:/var/run/clusters"}}));
+    assert_eq!(
+        env_value(one(&dir, "CronJob"), "ECR_REFRESH_CLUSTERS"),
+        "dir:/var/run/clusters"
+    );
+    assert_eq!(
+        env_value(one(&dir, "CronJob"), "ECR_REFRESH_CLUSTERS_NAMESPACE"),
+        ""
+    );
+    assert!(of_kind(&dir, "Role").is_empty());
+    assert_eq!(container(&dir)["resources"]["limits"]["memory"], "128Mi");
+
+    // A check release reads them as the check's account.
+    let check = render(&json!({"mode": "check", "clusters": {"source": "argocd"}}));
+    assert_eq!(
+        of_kind(&check, "RoleBinding")[0]["subjects"][0]["name"],
+        "ecr-refresh-check"
+    );
+
+    let unset = container(&normal);
+    assert_eq!(unset["resources"]["limits"]["memory"], "64Mi");
+    for (name, value) in env_of(one(&normal, "CronJob")) {
+        if name.starts_with("ECR_REFRESH_CLUSTERS") {
+            assert_eq!(
+                value, "",
+                "{name} is empty (the binary's default) with no clusters.source"
+            );
+        }
+    }
+    assert!(of_kind(&normal, "Role").is_empty());
+
+    let helm = Helm::offline();
+    for (values, message) in [
+        (
+            json!({"clusters": {"source": "capi"}}),
+            "clusters.source capi needs clusters.namespaces",
+        ),
+        (
+            json!({"clusters": {"source": "dir:/clusters", "namespaces": ["x"]}}),
+            "clusters.namespaces is for capi and argocd",
+        ),
+        (
+            json!({"clusters": {"source": "rancher"}}),
+            "at '/clusters/source': 'rancher' does not match",
+        ),
+        (
+            json!({"clusters": {"source": "capi", "namespaces": ["fleet"], "auth": "exec"}}),
+            "at '/clusters/auth': value must be one of 'token-request', 'impersonate'",
+        ),
+    ] {
+        match helm.template("ecr-refresh", "ecr-refresh", &values) {
+            Ok(_) => panic!("{values} was accepted"),
+            Err(e) => assert!(e.contains(message), "{values}: {e}"),
+        }
+    }
+}
+
+/// The spoke's NOTES print the value the hub sets, ECR_REFRESH_CLUSTERS_SERVICE_ACCOUNT
+/// (and the check's and the auth when they are not the defaults), and how to make the hub's
+/// kubeconfig from <fullname>-hub.
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_spoke_notes_print_the_value_for_the_hub() {
+    let cp = ControlPlane::shared();
+    let notes = |release: &str, ns: &str, values: &[&str]| {
+        let chart = chart_path();
+        let mut args = vec!["install", release, &chart, "-n", ns, "--dry-run=client"];
+        for v in values {
+            args.extend(["--set", v]);
+        }
+        let out = Helm::against(cp).expect(&args, None);
+        out.split_once("NOTES:\n")
+            .unwrap_or_else(|| panic!("no NOTES in: {out}"))
+            .1
+            .to_owned()
+    };
+    let spoke = notes("ecr-refresh", "ecr-refresh", &["spoke.enabled=true"]);
+    assert!(
+        spoke.contains("ECR_REFRESH_CLUSTERS_SERVICE_ACCOUNT=ecr-refresh/ecr-refresh\n"),
+        "{spoke}"
+    );
+    assert!(
+        spoke.contains("kubectl create token ecr-refresh-hub -n ecr-refresh"),
+        "{spoke}"
+    );
+    assert!(!spoke.contains("create job"), "no run to start: {spoke}");
+    assert!(!spoke.contains("ECR_REFRESH_CLUSTERS_AUTH"), "{spoke}");
+
+    let team = notes(
+        "team",
+        "platform",
+        &[
+            "spoke.enabled=true",
+            "spoke.auth=impersonate",
+            "check.podRights=true",
+        ],
+    );
+    assert!(
+        team.contains("ECR_REFRESH_CLUSTERS_SERVICE_ACCOUNT=platform/team-ecr-refresh\n"),
+        "{team}"
+    );
+    assert!(
+        team.contains(
+            "ECR_REFRESH_CLUSTERS_CHECK_SERVICE_ACCOUNT=platform/team-ecr-refresh-check\n"
+        ),
+        "{team}"
+    );
+    assert!(
+        team.contains("ECR_REFRESH_CLUSTERS_AUTH=impersonate\n"),
+        "{team}"
+    );
 }

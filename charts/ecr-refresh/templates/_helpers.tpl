@@ -359,7 +359,7 @@ template:
         terminationMessagePath: /dev/termination-log
         # The summary if the run wrote one, else the end of its log.
         terminationMessagePolicy: FallbackToLogsOnError
-        {{- with .Values.resources }}
+        {{- with (include "ecr-refresh.resources" . | fromYaml) }}
         resources:
           {{- toYaml . | nindent 10 }}
         {{- end }}
@@ -444,6 +444,7 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
 {{- define "ecr-refresh.ownEnv" -}}
 {{- $webIdentity := .Values.aws.webIdentity }}
 {{- $rolesAnywhere := .Values.aws.rolesAnywhere }}
+{{- $clusters := .Values.clusters }}
           {{- if .Values.aws.region }}
           # The region GetAuthorizationToken is called in; also the default registry's.
           - name: AWS_REGION
@@ -564,6 +565,32 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
           # with ECR_REFRESH_ARGOCD_NAMESPACE.
           - name: ECR_REFRESH_ARGOCD_PROJECT
             value: {{ if .Values.argocd.namespace }}{{ .Values.argocd.project | quote }}{{ else }}""{{ end }}
+          # A fleet from one run (clusters.source): capi, argocd or dir:<path>; empty: only
+          # the cluster it runs in. Each spoke is written as its own ServiceAccount.
+          - name: ECR_REFRESH_CLUSTERS
+            value: {{ $clusters.source | quote }}
+          # Comma-separated namespaces holding the cluster Secrets (capi, argocd).
+          - name: ECR_REFRESH_CLUSTERS_NAMESPACE
+            value: {{ include "ecr-refresh.clustersNamespaces" . | fromJsonArray | join "," | quote }}
+          # A label selector on the cluster Secrets; empty: every one.
+          - name: ECR_REFRESH_CLUSTERS_SELECTOR
+            value: {{ if $clusters.source }}{{ $clusters.selector | quote }}{{ else }}""{{ end }}
+          # How many clusters are worked on at once.
+          - name: ECR_REFRESH_CLUSTERS_CONCURRENCY
+            value: {{ if and $clusters.source (not (kindIs "invalid" $clusters.concurrency)) }}{{ $clusters.concurrency | int64 | toString | quote }}{{ else }}""{{ end }}
+          # "true": the cluster it runs in is a target too (named local).
+          - name: ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL
+            value: {{ if $clusters.source }}{{ $clusters.includeLocal | toString | quote }}{{ else }}""{{ end }}
+          # The spoke ServiceAccount (<namespace>/<name>) every write in a spoke is made as;
+          # empty: ecr-refresh/ecr-refresh, the spoke install's.
+          - name: ECR_REFRESH_CLUSTERS_SERVICE_ACCOUNT
+            value: {{ if $clusters.source }}{{ $clusters.serviceAccount | quote }}{{ else }}""{{ end }}
+          # The spoke ServiceAccount a check acts as; empty: ecr-refresh/ecr-refresh-check.
+          - name: ECR_REFRESH_CLUSTERS_CHECK_SERVICE_ACCOUNT
+            value: {{ if $clusters.source }}{{ $clusters.checkServiceAccount | quote }}{{ else }}""{{ end }}
+          # token-request (a 10-minute token for that ServiceAccount) or impersonate.
+          - name: ECR_REFRESH_CLUSTERS_AUTH
+            value: {{ if $clusters.source }}{{ $clusters.auth | quote }}{{ else }}""{{ end }}
           {{- if $webIdentity.roleArn }}
           # Web identity (aws.webIdentity): the AWS SDK exchanges the projected token.
           - name: AWS_ROLE_ARN
@@ -573,6 +600,58 @@ extraEnv. A template of its own, so that extraEnv can be checked against its nam
           - name: AWS_ROLE_SESSION_NAME
             value: ecr-refresh
           {{- end }}
+{{- end }}
+
+{{- /* The container's resources: a hub run (clusters.source) holds every spoke's work in
+one process, so the chart's default memory limit, 64Mi, is raised to 128Mi there; a limit of
+your own is kept. */}}
+{{- define "ecr-refresh.resources" -}}
+{{- $resources := deepCopy (.Values.resources | default dict) }}
+{{- if and .Values.clusters.source (eq (toString (dig "limits" "memory" "" $resources)) "64Mi") }}
+{{- $_ := set $resources.limits "memory" "128Mi" }}
+{{- end }}
+{{- with $resources }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- /* The namespaces holding the hub's cluster Secrets: clusters.namespaces, or for argocd
+Argo CD's own namespace, argocd; none for dir: (files) or with no clusters.source. */}}
+{{- define "ecr-refresh.clustersNamespaces" -}}
+{{- $c := .Values.clusters }}
+{{- if and (eq $c.source "argocd") (not $c.namespaces) }}
+{{- toJson (list "argocd") }}
+{{- else if or (eq $c.source "capi") (eq $c.source "argocd") }}
+{{- toJson $c.namespaces }}
+{{- else }}
+{{- toJson list }}
+{{- end }}
+{{- end }}
+
+{{- /* What a release can't be, said with what to do: a spoke runs nothing; a hub's source
+needs the namespaces its Secrets are in. */}}
+{{- define "ecr-refresh.checkFleet" -}}
+{{- $c := .Values.clusters }}
+{{- if .Values.spoke.enabled }}
+{{- if $c.source }}
+{{- fail (printf "spoke.enabled and clusters.source %q: a spoke install runs nothing (no CronJob), so it reads no clusters; install the hub as a release of its own, without spoke.enabled" $c.source) }}
+{{- end }}
+{{- if eq .Values.mode "check" }}
+{{- fail "spoke.enabled renders no CronJob, so mode check would run nothing: the hub's check acts as the spoke's check ServiceAccount (check.podRights=true renders it); leave mode at refresh" }}
+{{- end }}
+{{- if .Values.monitoring.prometheusRule.enabled }}
+{{- fail "spoke.enabled renders no CronJob, so the PrometheusRule would watch runs that never happen: the hub's release carries the alerts, per cluster; set monitoring.prometheusRule.enabled=false" }}
+{{- end }}
+{{- if and (not .Values.spoke.hub.serviceAccount.create) (not .Values.spoke.hub.subjects) }}
+{{- fail "spoke.hub.serviceAccount.create is false and spoke.hub.subjects is empty: nobody would hold the hub's right; set spoke.hub.serviceAccount.create=true, or name the hub's identity in spoke.hub.subjects" }}
+{{- end }}
+{{- end }}
+{{- if and (eq $c.source "capi") (not $c.namespaces) }}
+{{- fail "clusters.source capi needs clusters.namespaces: the namespaces holding the Cluster API <cluster>-kubeconfig Secrets, where the hub is granted get and list on Secrets (and nowhere else)" }}
+{{- end }}
+{{- if and (hasPrefix "dir:" $c.source) $c.namespaces }}
+{{- fail "clusters.namespaces is for capi and argocd: with dir: the kubeconfigs are files (mount them with extraVolumes and extraVolumeMounts); leave clusters.namespaces empty" }}
+{{- end }}
 {{- end }}
 
 {{- /* extraEnv may not name a variable the chart sets: the container would get both entries,
