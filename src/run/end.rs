@@ -61,6 +61,9 @@ pub enum Unavailable {
     /// ECR_REFRESH_CLUSTERS: the source of the clusters could not be read.
     #[error("the fleet's clusters could not be read: {0}")]
     Clusters(String),
+    /// ECR_REFRESH_CLUSTERS: a cluster the source names but refuses (that cluster's failure).
+    #[error("refused: {0}")]
+    Refused(String),
     /// ECR_REFRESH_CLUSTERS: a spoke not reached as its ServiceAccount (that cluster's failure).
     #[error(transparent)]
     Spoke(#[from] crate::fleet::connect::SpokeError),

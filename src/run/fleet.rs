@@ -81,6 +81,18 @@ where
              ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL=true to include it)"
         );
     }
+    if targets.is_empty() {
+        return Err(Unavailable::Clusters(format!(
+            "ECR_REFRESH_CLUSTERS={} names no cluster{}: check ECR_REFRESH_CLUSTERS_NAMESPACE and \
+             ECR_REFRESH_CLUSTERS_SELECTOR (or set ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL=true)",
+            clusters.source,
+            if namespaces.is_empty() {
+                String::new()
+            } else {
+                format!(" in {}", namespaces.join(","))
+            }
+        )));
+    }
     let spoke_install: Option<Install> = account.to_string().parse().ok();
     let (hub, work) = (&hub, &work);
     let runs = targets.into_iter().map(|(name, spoke)| {
@@ -89,7 +101,7 @@ where
         async move {
             let started = Instant::now();
             let result = match spoke {
-                Spoke::Refused(reason) => Err(Unavailable::Clusters(reason)),
+                Spoke::Refused(reason) => Err(Unavailable::Refused(reason)),
                 Spoke::Local => work(hub.clone(), local_install).await,
                 Spoke::Remote(kubeconfig) => {
                     match as_account(*kubeconfig, account, clusters.auth).await {
@@ -99,7 +111,7 @@ where
                 }
             };
             if let Err(e) = &result {
-                error!(error = %e, "cluster failed: nothing more was done there; the next run tries it again");
+                error!(error = %e, "cluster failed");
             }
             Reached {
                 name,

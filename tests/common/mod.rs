@@ -8,6 +8,7 @@
 pub(crate) mod argocd;
 pub(crate) mod attacks;
 pub(crate) mod docs;
+pub(crate) mod fleet;
 pub(crate) mod helm;
 pub(crate) mod lane;
 pub(crate) mod manifests;

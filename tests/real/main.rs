@@ -18,6 +18,8 @@ mod absence;
 mod admission;
 // Argo CD's repo-creds Secret written as the ServiceAccount, and real Helm pulling with it.
 mod argocd;
+// A fleet from one run: a hub and two spokes, the clusters as Cluster API and Argo CD Secrets.
+mod fleet;
 // The core scenarios of tests/common/lane.rs, written once, on the real server.
 mod e2e;
 // Every `kubectl run` in the docs, accepted by the real server under restricted Pod Security;

@@ -135,6 +135,29 @@ fn check_assets(value: Option<std::ffi::OsString>) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// What [`ControlPlane::start_with_options`] changes.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The binaries' directory, instead of `KUBEBUILDER_ASSETS`'s (such as Kubernetes 1.30's,
+    /// built by `.ci/kube-binaries 1.30`); checked like it.
+    pub assets: Option<PathBuf>,
+    /// An audit log of every request, at level Metadata ([`ControlPlane::audit_events`]).
+    pub audit_log: bool,
+}
+
+/// Metadata (who, what, the answer; no bodies) of every request once answered, but the
+/// server's own (`system:apiserver`) and the health and readiness probes.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    users: [system:apiserver]
+  - level: None
+    nonResourceURLs: [/healthz*, /readyz*, /livez*]
+  - level: Metadata
+";
+
 /// A running etcd and kube-apiserver, with their temporary directory and kubeconfigs.
 pub struct ControlPlane {
     dir: PathBuf,
@@ -159,6 +182,8 @@ pub struct ControlPlane {
     service_account_admission: bool,
     /// `--service-account-issuer`; None: the server's own URL.
     service_account_issuer: Option<String>,
+    /// `--audit-log-path`, when [`Options::audit_log`] asked for one.
+    audit_log: Option<PathBuf>,
     cleaned: AtomicBool,
     next_file: AtomicU32,
 }
@@ -191,6 +216,21 @@ impl ControlPlane {
     /// The server still accepts its own tokens (the first issuer is also the one it trusts).
     pub fn start_with_issuer(issuer: &str) -> Self {
         Self::start_with(false, false, Some(issuer.trim_end_matches('/').to_owned()))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`ControlPlane::start`], with [`Options`]: the binaries of another Kubernetes
+    /// release (a fleet's older cluster beside today's), an audit log of who sent what.
+    ///
+    /// # Panics
+    /// Like [`ControlPlane::start`].
+    pub fn start_with_options(options: Options) -> Self {
+        let assets = match options.assets {
+            Some(dir) => check_assets(Some(dir.into_os_string())),
+            None => check_assets(std::env::var_os(ASSETS_VARIABLE)),
+        }
+        .unwrap_or_else(|e| panic!("{e}"));
+        Self::start_from(assets, false, false, None, options.audit_log)
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
@@ -282,6 +322,16 @@ impl ControlPlane {
         issuer: Option<String>,
     ) -> Result<Self, String> {
         let assets = check_assets(std::env::var_os(ASSETS_VARIABLE))?;
+        Self::start_from(assets, shared, service_account_admission, issuer, false)
+    }
+
+    fn start_from(
+        assets: PathBuf,
+        shared: bool,
+        service_account_admission: bool,
+        issuer: Option<String>,
+        audit_log: bool,
+    ) -> Result<Self, String> {
         // Free ports are found by binding port 0 and letting go, so another process may take
         // one before the daemon binds it: then try again with new ones.
         let mut attempt = 1;
@@ -290,6 +340,10 @@ impl ControlPlane {
             let mut cp = Self::prepare(assets.clone(), shared)?;
             cp.service_account_admission = service_account_admission;
             cp.service_account_issuer = issuer.clone();
+            if audit_log {
+                cp.audit_log = Some(cp.dir.join("audit.log"));
+                write_private(&cp.dir.join("audit-policy.yaml"), AUDIT_POLICY)?;
+            }
             match cp
                 .start_etcd_inner()
                 .and_then(|()| cp.start_apiserver_inner())
@@ -344,6 +398,7 @@ impl ControlPlane {
             shared,
             service_account_admission: false,
             service_account_issuer: None,
+            audit_log: None,
             cleaned: AtomicBool::new(false),
             next_file: AtomicU32::new(0),
         };
@@ -549,6 +604,24 @@ impl ControlPlane {
     /// Non-resource paths (discovery, /version) have resource "".
     pub fn request_totals(&self) -> BTreeMap<(String, String), u64> {
         request_totals(&self.metrics())
+    }
+
+    /// The audit log's events (`audit.k8s.io/v1` Event, one JSON object a line, stage
+    /// ResponseComplete), in the order the server wrote them: who (`user.username`) sent
+    /// what (`verb`, `objectRef`, `requestURI`) and what it was answered
+    /// (`responseStatus.code`). Every request but the server's own loopback ones.
+    ///
+    /// # Panics
+    /// When the control plane was started without [`Options::audit_log`].
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        let path = self
+            .audit_log
+            .as_ref()
+            .expect("no audit log: start the control plane with Options { audit_log: true, .. }");
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 
     /// Creates a namespace as the admin.
@@ -757,6 +830,18 @@ impl ControlPlane {
                         .then_some("--disable-admission-plugins=ServiceAccount"),
                 )
                 .arg("--allow-privileged=true")
+                .args(self.audit_log.iter().flat_map(|log| {
+                    [
+                        format!("--audit-log-path={}", log.display()),
+                        format!(
+                            "--audit-policy-file={}",
+                            self.dir.join("audit-policy.yaml").display()
+                        ),
+                        // Each event written before the request is answered: a test reads
+                        // the log right after its requests.
+                        "--audit-log-mode=blocking".to_owned(),
+                    ]
+                }))
                 .current_dir(&self.dir)
                 .env_clear()
                 .env("PATH", "/usr/bin:/bin")

@@ -577,3 +577,43 @@ fn the_policy_status_controller_type_checks_admission_policies() {
         "smoke-typed-bad",
     ]);
 }
+
+#[test]
+#[ignore = "needs KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn two_control_planes_run_side_by_side_and_an_audit_log_names_who_sent_what() {
+    let started = |audit_log| {
+        std::thread::spawn(move || {
+            ControlPlane::start_with_options(control_plane::Options {
+                assets: None,
+                audit_log,
+            })
+        })
+    };
+    let (a, b) = (started(true), started(false));
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    assert_ne!(a.server_url(), b.server_url());
+    a.create_namespace("only-in-a");
+    let namespace_of = |cp: &ControlPlane| {
+        cp.kubectl_run(&[
+            "get",
+            "namespace",
+            "only-in-a",
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ])
+    };
+    assert_eq!(namespace_of(&a).trim(), "namespace/only-in-a");
+    assert_eq!(namespace_of(&b).trim(), "", "b is a cluster of its own");
+
+    let created: Vec<Value> = a
+        .audit_events()
+        .into_iter()
+        .filter(|e| e["verb"] == "create" && e["objectRef"]["name"] == "only-in-a")
+        .collect();
+    assert_eq!(created.len(), 1, "{created:?}");
+    assert_eq!(created[0]["user"]["username"], control_plane::ADMIN_USER);
+    assert_eq!(created[0]["objectRef"]["resource"], "namespaces");
+    assert_eq!(created[0]["responseStatus"]["code"], 201);
+    assert_eq!(created[0]["stage"], "ResponseComplete");
+}
