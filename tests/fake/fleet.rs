@@ -373,8 +373,9 @@ fn a_spoke_down_or_refusing_the_token_request_fails_alone_and_is_named() {
         );
     }
     let mut named: Vec<&str> = run
-        .messages_starting("cluster failed")
-        .into_iter()
+        .lines
+        .iter()
+        .filter(|l| l["message"] == "cluster failed")
         .map(|l| {
             assert_eq!(l["level"], "ERROR", "{l}");
             assert!(
