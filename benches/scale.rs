@@ -17,14 +17,16 @@
 //! through this same executable started as `--measure`, a launcher of a few MB, which
 //! spawns the binary, waits for it with `wait4` and prints what it measured.
 
-use std::fs::File;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use fake_cluster::{FakeCluster, FakeEcr, Resource};
+
+#[path = "common/launcher.rs"]
+mod launcher;
+use launcher::launcher;
 
 const LATENCY: Duration = Duration::from_millis(5);
 /// The page size ecr-refresh asks for, and the fake's default maximum.
@@ -592,66 +594,4 @@ fn own_cpu() -> Duration {
     let ticks: u64 =
         fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
     Duration::from_millis(ticks * 10)
-}
-
-/// `--measure LOG PROGRAM`: runs PROGRAM (this process's environment, output to LOG),
-/// waits for it with `wait4`, and prints `wall_us maxrss_kb cpu_us exit_code`.
-fn launcher(args: &[String]) {
-    let [log, program] = args else {
-        panic!("usage: --measure LOG PROGRAM");
-    };
-    let log = File::create(log).expect("the log file can be created");
-    let started = Instant::now();
-    #[expect(
-        clippy::zombie_processes,
-        reason = "reaped by wait4, which also returns its resource usage"
-    )]
-    let child = Command::new(program)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("a second handle on the log"))
-        .stderr(log)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{program} does not start: {e}"));
-    let (status, usage) = wait4(child.id());
-    let wall = started.elapsed();
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status) as u64
-    } else {
-        // Killed by a signal: 128 + the signal, as a shell reports it.
-        128 + libc::WTERMSIG(status) as u64
-    };
-    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "{} {} {} {code}",
-        wall.as_micros(),
-        usage.ru_maxrss,
-        micros(usage.ru_utime) + micros(usage.ru_stime)
-    )
-    .expect("stdout is writable");
-}
-
-/// Waits for our child `pid` and returns its wait status and resource usage.
-#[allow(unsafe_code)]
-fn wait4(pid: u32) -> (i32, libc::rusage) {
-    let pid = libc::pid_t::try_from(pid).expect("a pid fits pid_t");
-    let mut status = 0;
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    loop {
-        // SAFETY: `pid` is a child of this process that nothing else waits for (its `Child`
-        // handle is never waited on), and both pointers are to live, writable locals.
-        let rc = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
-        if rc == pid {
-            break;
-        }
-        let error = std::io::Error::last_os_error();
-        assert_eq!(
-            error.kind(),
-            std::io::ErrorKind::Interrupted,
-            "wait4({pid}): {error}"
-        );
-    }
-    // SAFETY: wait4 returned the pid, so it filled in the rusage (and zeroed is valid anyway).
-    (status, unsafe { usage.assume_init() })
 }

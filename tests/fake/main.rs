@@ -26,6 +26,8 @@ mod demo;
 mod docs;
 // ECR_REFRESH_RENEW_BEFORE: a Secret is written only when it is due.
 mod due;
+// ECR_REFRESH_CLUSTERS: one run, many clusters, each written as its own ServiceAccount.
+mod fleet;
 // The core scenarios through a plain client; against a real cluster when one is named.
 mod e2e;
 // Warning Events: one per failed namespace, in it, regarding the Secret.

@@ -26,7 +26,9 @@ pub mod sts;
 pub mod token_registry;
 
 pub use ecr::{EcrFault, FakeEcr};
-pub use kube::{FakeCluster, FakeClusterBuilder, Fault, Recorded, Resource, yaml_documents};
+pub use kube::{
+    FakeCluster, FakeClusterBuilder, Fault, Recorded, Resource, TokenRequested, yaml_documents,
+};
 pub use roles_anywhere::FakeRolesAnywhere;
 pub use sts::FakeSts;
 pub use token_registry::FakeTokenRegistry;

@@ -10,6 +10,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::auth::{self, TokenRequested, User};
 use super::events::{self, EventApi, EventRoute};
 use super::protobuf;
 use super::rbac::{Attributes, Identity, Rbac};
@@ -44,6 +45,12 @@ enum Route {
     /// `POST /apis/authentication.k8s.io/v1/selfsubjectreviews`: who the caller is
     /// (`kubectl auth whoami`; served from 1.28). It stores nothing.
     SelfSubjectReview,
+    /// `POST /api/v1/namespaces/NS/serviceaccounts/NAME/token`: a token for that
+    /// ServiceAccount (kube/auth.rs).
+    TokenRequest {
+        namespace: String,
+        name: String,
+    },
     Unknown,
 }
 
@@ -102,6 +109,10 @@ fn route(path: &str) -> Route {
                 name: (*name).to_owned(),
             },
             _ => Route::Unknown,
+        },
+        ["namespaces", ns, "serviceaccounts", name, "token"] => Route::TokenRequest {
+            namespace: (*ns).to_owned(),
+            name: (*name).to_owned(),
         },
         ["namespaces", ns, "pods", name, "status"] => Route::Status {
             namespace: (*ns).to_owned(),
@@ -170,6 +181,8 @@ struct Incoming<'a> {
     /// What the client accepts: kubectl asks for a server-side Table.
     accept: &'a str,
     body: &'a [u8],
+    /// The user the request is made as (kube/auth.rs).
+    user: &'a User,
 }
 
 fn parse_body(body: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
@@ -267,14 +280,21 @@ impl Shared {
             Route::Status { namespace, name } => {
                 (Resource::Pods, namespace.as_str(), name.as_str())
             }
+            Route::TokenRequest { namespace, name } => {
+                (Resource::ServiceAccounts, namespace.as_str(), name.as_str())
+            }
             _ => return Ok(()),
         };
-        let is_item = matches!(route, Route::Item { .. } | Route::Status { .. });
+        let is_item = matches!(
+            route,
+            Route::Item { .. } | Route::Status { .. } | Route::TokenRequest { .. }
+        );
         let attrs = Attributes {
             verb: Self::verb(req.method, is_item, &req.query),
             group: "",
             resource: match route {
                 Route::Status { .. } => "pods/status",
+                Route::TokenRequest { .. } => "serviceaccounts/token",
                 _ => resource.plural(),
             },
             namespace,
@@ -407,15 +427,123 @@ impl Shared {
 
     /// The review k8s.io/kubernetes pkg/registry/authentication/selfsubjectreview answers: the
     /// caller's user info in `status`, nothing stored.
-    fn self_subject_review(&self) -> Value {
+    fn self_subject_review(user: &User) -> Value {
         json!({
             "kind": "SelfSubjectReview",
             "apiVersion": "authentication.k8s.io/v1",
             "metadata": {"creationTimestamp": null},
             "status": {"userInfo": {
-                "username": self.identity.username(),
-                "groups": self.identity.groups(),
+                "username": user.name,
+                "groups": user.groups,
             }}
+        })
+    }
+
+    /// A TokenRequest (pkg/registry/core/serviceaccount/storage/token.go): the body checked,
+    /// the ServiceAccount read (404 as a GET of it answers when it does not exist), a token
+    /// minted that authenticates as it from then on, and the request remembered for the test.
+    fn token_request(
+        &self,
+        namespace: &str,
+        name: &str,
+        req: &Incoming<'_>,
+    ) -> Result<(u16, Value), ApiError> {
+        if req.method != "POST" {
+            return Err(status::method_not_allowed());
+        }
+        let body = parse_body(req.body, req.content_type)?;
+        let (sent, expiration, audiences) = auth::read_request(&body)?;
+        let mut state = self.lock();
+        if state
+            .store
+            .lookup(Resource::ServiceAccounts, namespace, name)
+            .is_none()
+        {
+            return Err(status::not_found("serviceaccounts", name));
+        }
+        let token = format!("fake-sa-token-{}", uuid::Uuid::new_v4().simple());
+        state.tokens.insert(
+            token.clone(),
+            Identity {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            },
+        );
+        state.token_requests.push(TokenRequested {
+            namespace: namespace.to_owned(),
+            service_account: name.to_owned(),
+            expiration_seconds: sent,
+            requested_by: req.user.name.clone(),
+            token: token.clone(),
+        });
+        Ok((
+            201,
+            auth::answer(namespace, name, expiration, &audiences, &token),
+        ))
+    }
+
+    /// The user a request is made as, and the one its credential authenticates (kube/auth.rs).
+    fn authenticate(&self, headers: &axum::http::HeaderMap) -> (User, User) {
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let credential = auth::bearer(header("authorization"))
+            .and_then(|token| self.lock().tokens.get(token).map(User::of))
+            .unwrap_or_else(|| self.kubeconfig_user.clone());
+        let acting = match header("impersonate-user").filter(|u| !u.is_empty()) {
+            Some(name) => {
+                let mut user = User::named(name);
+                for group in headers.get_all("impersonate-group") {
+                    if let Ok(group) = group.to_str()
+                        && !user.groups.iter().any(|g| g == group)
+                    {
+                        user.groups.push(group.to_owned());
+                    }
+                }
+                user
+            }
+            None => credential.clone(),
+        };
+        (acting, credential)
+    }
+
+    /// Whether RBAC holds this user: the ServiceAccount it was built for; any other user (a
+    /// kubeconfig's admin set apart by `kubeconfig_user`) is served as an admin.
+    fn held_by_rbac(&self, user: &User) -> bool {
+        user.name == self.identity.username()
+    }
+
+    /// The impersonation filter's check, where RBAC holds the caller: `impersonate` on the
+    /// ServiceAccount (in its namespace, by name) or on the user.
+    fn authorize_impersonation(&self, credential: &User, acting: &User) -> Result<(), ApiError> {
+        let Some(rbac) = self.rbac.as_ref().filter(|_| self.held_by_rbac(credential)) else {
+            return Ok(());
+        };
+        if credential == acting {
+            return Ok(());
+        }
+        let sa = auth::service_account_of(&acting.name);
+        let attrs = match &sa {
+            Some(sa) => Attributes {
+                verb: "impersonate",
+                group: "",
+                resource: "serviceaccounts",
+                namespace: &sa.namespace,
+                name: &sa.name,
+            },
+            None => Attributes {
+                verb: "impersonate",
+                group: "",
+                resource: "users",
+                namespace: "",
+                name: &acting.name,
+            },
+        };
+        rbac.authorize(&attrs).map_err(|reason| {
+            status::forbidden(
+                attrs.resource,
+                attrs.name,
+                &rbac.refusal(&attrs, &reason),
+                Vec::new(),
+            )
         })
     }
 
@@ -481,7 +609,10 @@ impl Shared {
             if req.method != "POST" {
                 return Err(status::method_not_allowed());
             }
-            return Ok((201, self.self_subject_review()));
+            return Ok((201, Self::self_subject_review(req.user)));
+        }
+        if let Route::TokenRequest { namespace, name } = route {
+            return self.token_request(namespace, name, req);
         }
         let dry_run = match req.query.get("dryRun") {
             None | Some("") => false,
@@ -724,6 +855,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let content_type = header(header::CONTENT_TYPE);
     let path = parts.uri.path();
     let method = parts.method.as_str();
+    let (user, credential_user) = shared.authenticate(&parts.headers);
 
     if !shared.latency.is_zero() {
         added_latency(shared.latency).await;
@@ -752,18 +884,23 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 user_agent: header(header::USER_AGENT).unwrap_or_default(),
                 accept: header(header::ACCEPT).unwrap_or_default(),
                 body: &body,
+                user: &user,
             };
             let route = route(path);
             let unsynced = shared.lock().rbac_unsynced();
-            let result = match &shared.rbac {
-                _ if unsynced => shared.authorize(None, &route, &req),
-                Some(rbac) => shared.authorize(Some(rbac), &route, &req),
-                None => Ok(()),
-            }
-            .and_then(|()| match route {
-                Route::Unknown => Err(status::no_such_path()),
-                _ => shared.serve(&route, &req),
-            });
+            let result = shared
+                .authorize_impersonation(&credential_user, &user)
+                .and_then(|()| match &shared.rbac {
+                    _ if unsynced => shared.authorize(None, &route, &req),
+                    Some(rbac) if shared.held_by_rbac(&user) => {
+                        shared.authorize(Some(rbac), &route, &req)
+                    }
+                    _ => Ok(()),
+                })
+                .and_then(|()| match route {
+                    Route::Unknown => Err(status::no_such_path()),
+                    _ => shared.serve(&route, &req),
+                });
             match result {
                 // Served (the store changed, or not), but the client hears nothing.
                 _ if lose_answer => (0, Value::Null, None),
@@ -780,6 +917,8 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             content_type: content_type.map(str::to_owned),
             status: code,
             body: String::from_utf8_lossy(&body).into_owned(),
+            user: user.name,
+            credential_user: credential_user.name,
         };
         shared.lock().requests.push(recorded);
     }

@@ -1,11 +1,12 @@
 //! The fake Kubernetes API server: plain HTTP on 127.0.0.1, serving namespaces, secrets
-//! and serviceaccounts of the core v1 API, and Events (core/v1 and events.k8s.io/v1, events.rs) the way the real kube-apiserver does for what
+//! and serviceaccounts of the core v1 API, Events (core/v1 and events.k8s.io/v1, events.rs), and a ServiceAccount's TokenRequest, with the user each request is made as (auth.rs), the way the real kube-apiserver does for what
 //! ecr-refresh needs (what the real server answers, and where the fake differs: REAL-SERVER.md and CONFORMANCE.md beside this crate).
 //!
 //! The server runs on a background thread with its own tokio runtime; its state sits
 //! behind one mutex that every request holds only while it reads or writes the store
 //! (added latency is slept outside it).
 
+mod auth;
 mod events;
 mod fields;
 mod gojson;
@@ -29,8 +30,11 @@ use regex::Regex;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use auth::User;
 use rbac::{Identity, Rbac};
 use store::{Hook, Store};
+
+pub use auth::TokenRequested;
 
 /// The documents of a multi-document YAML (kubectl kustomize's output) as JSON values,
 /// empty documents left out: for tests that read manifests as the fake does.
@@ -93,6 +97,13 @@ pub struct Recorded {
     pub status: u16,
     /// Request body as text (empty when none).
     pub body: String,
+    /// The user the request was made as: the ServiceAccount whose TokenRequest token it
+    /// carried, the user it impersonated (`Impersonate-User`), or else the kubeconfig's user
+    /// (kube/auth.rs).
+    pub user: String,
+    /// The user its credential authenticated, before any impersonation: the kubeconfig's
+    /// for every request that carried no token this server issued.
+    pub credential_user: String,
 }
 
 /// A rule that makes matching requests fail (or slow) instead of being served.
@@ -227,6 +238,10 @@ struct Inner {
     /// Until when, after an outage, every resource request is refused 403: a restarted
     /// kube-apiserver serves before its RBAC authorizer has loaded the roles (REAL-SERVER.md).
     rbac_unsynced_until: Option<Instant>,
+    /// The tokens TokenRequests issued, each with the ServiceAccount it authenticates.
+    tokens: std::collections::HashMap<String, Identity>,
+    /// The TokenRequests answered, in order.
+    token_requests: Vec<TokenRequested>,
 }
 
 /// How long the fake refuses resource requests after an outage. The real server did for up
@@ -272,8 +287,11 @@ struct Shared {
     latency: Duration,
     max_page: usize,
     rbac: Option<Rbac>,
-    /// Who every request is made as: what a SelfSubjectReview answers.
+    /// The ServiceAccount RBAC holds (every request made as it is authorized by `rbac`).
     identity: Identity,
+    /// Whom the kubeconfig's credential (and any token this server did not issue)
+    /// authenticates: `identity`'s user unless a test sets another (kube/auth.rs).
+    kubeconfig_user: User,
     log_requests: bool,
     request_count: AtomicUsize,
     port: u16,
@@ -294,6 +312,7 @@ pub struct FakeClusterBuilder {
     /// The RBAC YAML, resolved for `identity` when the server starts.
     rbac: Option<String>,
     identity: Identity,
+    kubeconfig_user: Option<String>,
     log_requests: bool,
     port: u16,
 }
@@ -339,6 +358,18 @@ impl FakeClusterBuilder {
             ..self
         }
     }
+    /// The user the kubeconfig's credential authenticates as (default: the ServiceAccount of
+    /// [`FakeClusterBuilder::service_account`]). A fleet's spoke sets it apart, e.g.
+    /// `system:serviceaccount:ecr-refresh:ecr-refresh-hub`, so that the requests made with
+    /// the kubeconfig's credential are told from those made with a token its TokenRequest
+    /// issued ([`Recorded::user`], [`Recorded::credential_user`]). RBAC holds only requests
+    /// made as the ServiceAccount: any other user is served as an admin.
+    pub fn kubeconfig_user(self, user: &str) -> Self {
+        FakeClusterBuilder {
+            kubeconfig_user: Some(user.to_owned()),
+            ..self
+        }
+    }
     /// Do not record requests (for benchmarks).
     pub fn without_request_log(self) -> Self {
         FakeClusterBuilder {
@@ -372,6 +403,10 @@ impl FakeClusterBuilder {
             latency: self.latency,
             max_page: self.max_page,
             rbac,
+            kubeconfig_user: self
+                .kubeconfig_user
+                .as_deref()
+                .map_or_else(|| User::of(&self.identity), User::named),
             identity: self.identity.clone(),
             log_requests: self.log_requests,
             request_count: AtomicUsize::new(0),
@@ -503,6 +538,7 @@ impl FakeCluster {
             max_page: 500,
             rbac: None,
             identity: Identity::default(),
+            kubeconfig_user: None,
             log_requests: true,
             port: 0,
         }
@@ -631,6 +667,15 @@ users:
     }
     pub fn requests(&self) -> Vec<Recorded> {
         self.shared.lock().requests.clone()
+    }
+    /// The user the kubeconfig's credential authenticates as
+    /// ([`FakeClusterBuilder::kubeconfig_user`]).
+    pub fn kubeconfig_user(&self) -> String {
+        self.shared.kubeconfig_user.name.clone()
+    }
+    /// The TokenRequests this server answered with a token, in order.
+    pub fn token_requests(&self) -> Vec<TokenRequested> {
+        self.shared.lock().token_requests.clone()
     }
     /// Count of requests served, even when the log is off.
     pub fn request_count(&self) -> usize {

@@ -70,6 +70,18 @@ pub(crate) fn send(
     content_type: Option<&str>,
     body: &str,
 ) -> Response {
+    send_with(base, method, target, &[], content_type, body)
+}
+
+/// [`send`] with these extra headers (`Authorization`, `Impersonate-User`).
+pub(crate) fn send_with(
+    base: &str,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    content_type: Option<&str>,
+    body: &str,
+) -> Response {
     let addr = base.strip_prefix("http://").expect("http base URL");
     let mut stream = TcpStream::connect(addr).expect("connect to the fake");
     let mut head = format!(
@@ -78,6 +90,9 @@ pub(crate) fn send(
     );
     if let Some(ct) = content_type {
         head.push_str(&format!("Content-Type: {ct}\r\n"));
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).expect("write request");

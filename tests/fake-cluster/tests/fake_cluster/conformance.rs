@@ -849,6 +849,54 @@ fn finalizers(s: &Server, rec: &mut Record) {
     rec.answer("gone", &s.get(&sp(ns, "s")));
 }
 
+/// A TokenRequest for a ServiceAccount (what a fleet's hub sends a spoke), for one that does
+/// not exist, with too short an expiry, and a GET of the subresource.
+fn token_request(s: &Server, rec: &mut Record) {
+    let ns = "cf-token";
+    s.namespace(ns, json!({}));
+    s.seed(
+        ns,
+        "serviceaccounts",
+        json!({"metadata": {"name": "sa"}}),
+        "kubectl-create",
+    );
+    let ask = |expiration: i64| {
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+               "spec": {"expirationSeconds": expiration}})
+    };
+    let token = |name: &str| format!("{}/token", sap(ns, name));
+    let r = s.post(&token("sa"), &ask(600));
+    rec.answer("granted", &r);
+    rec.field("granted", "name", r.body["metadata"]["name"].clone());
+    rec.field(
+        "granted",
+        "namespace",
+        r.body["metadata"]["namespace"].clone(),
+    );
+    rec.field(
+        "granted",
+        "expirationSeconds",
+        r.body["spec"]["expirationSeconds"].clone(),
+    );
+    rec.field(
+        "granted",
+        "token",
+        json!(
+            r.body["status"]["token"]
+                .as_str()
+                .is_some_and(|t| !t.is_empty())
+        ),
+    );
+    rec.field(
+        "granted",
+        "expirationTimestamp",
+        json!(r.body["status"]["expirationTimestamp"].is_string()),
+    );
+    rec.answer("missing", &s.post(&token("nope"), &ask(600)));
+    rec.answer("too-short", &s.post(&token("sa"), &ask(599)));
+    rec.answer("get", &s.get(&token("sa")));
+}
+
 const SCENARIOS: &[(&str, Scenario)] = &[
     ("apply-creates", apply_creates),
     ("uid-of-absent", uid_of_absent),
@@ -873,6 +921,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("image-pull-secrets", image_pull_secrets),
     ("merge-patches", merge_patches),
     ("finalizers", finalizers),
+    ("token-request", token_request),
 ];
 
 #[test]

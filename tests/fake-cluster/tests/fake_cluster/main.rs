@@ -18,3 +18,5 @@ mod kube_client;
 mod kubectl;
 // The fake STS, read by aws-config's own AssumeRole provider.
 mod sts;
+// Who a request is made as: TokenRequest tokens, Impersonate-User, the kubeconfig's user.
+mod tokens;
