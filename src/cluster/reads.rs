@@ -34,6 +34,7 @@ use tracing::{Instrument as _, error, warn};
 use crate::cluster::by_name::{ByName, ListError, ListedSecret, ListedServiceAccount};
 use crate::cluster::names::{SecretName, ServiceAccountName};
 use crate::cluster::namespaces::{Candidate, NamespaceError, Pages};
+use crate::cluster::retry;
 use crate::cluster::selection::Selection;
 
 /// Namespace pages read ahead of their use (a page is 500 names, a few tens of kB).
@@ -153,13 +154,13 @@ impl<'a> Reads<'a> {
         let mut pages = Pages::new(client.clone(), selection);
         // In the caller's span: a fleet's lines name their cluster.
         let task = tokio::spawn(
-            async move {
+            retry::in_current_cluster(async move {
                 while let Some(page) = pages.next().await {
                     if tx.send((page, pages.has_more())).await.is_err() {
                         break;
                     }
                 }
-            }
+            })
             .in_current_span(),
         );
         let mut reads = Self {
@@ -182,13 +183,13 @@ impl<'a> Reads<'a> {
             Some(Ok(first)) => {
                 let (tx, rx) = mpsc::channel(SECRET_PAGES_AHEAD);
                 let task = tokio::spawn(
-                    async move {
+                    retry::in_current_cluster(async move {
                         while let Some(page) = secrets.next().await {
                             if tx.send(page).await.is_err() {
                                 break;
                             }
                         }
-                    }
+                    })
                     .in_current_span(),
                 );
                 reads.tasks.push(task.abort_handle());

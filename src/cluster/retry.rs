@@ -37,20 +37,56 @@ const MAX_DELAY: Duration = Duration::from_secs(3);
 /// at most this much more after a restart, and nothing at other times.
 const RESTART_GRACE: Duration = Duration::from_secs(30);
 
-/// When any call of this run last lost its connection: the server may have restarted.
-static LAST_LOST: std::sync::Mutex<Option<tokio::time::Instant>> = std::sync::Mutex::new(None);
+/// When a call to each API server last lost its connection: that server may have restarted.
+/// Keyed by the cluster a fleet's call is for ([`for_cluster`]); None, the one cluster of a
+/// run without ECR_REFRESH_CLUSTERS (and the hub's).
+static LAST_LOST: std::sync::Mutex<Vec<(Option<String>, tokio::time::Instant)>> =
+    std::sync::Mutex::new(Vec::new());
 
-fn connection_lost_now() {
-    let mut last = LAST_LOST.lock().unwrap_or_else(|p| p.into_inner());
-    *last = Some(tokio::time::Instant::now());
+tokio::task_local! {
+    /// The cluster the calls of a future are for (a fleet's spoke).
+    static CLUSTER: String;
 }
 
-/// Whether a connection was lost within RESTART_GRACE.
+/// `work`, whose calls are `cluster`'s: a lost connection to one spoke is no reason to retry
+/// another's 403s as a restart's.
+pub async fn for_cluster<F: Future>(cluster: String, work: F) -> F::Output {
+    CLUSTER.scope(cluster, work).await
+}
+
+/// `work` for the same cluster as the caller's: for a task it spawns.
+pub fn in_current_cluster<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    let cluster = current_cluster();
+    async move {
+        match cluster {
+            Some(cluster) => CLUSTER.scope(cluster, work).await,
+            None => work.await,
+        }
+    }
+}
+
+fn current_cluster() -> Option<String> {
+    CLUSTER.try_with(Clone::clone).ok()
+}
+
+fn connection_lost_now() {
+    let cluster = current_cluster();
+    let mut last = LAST_LOST.lock().unwrap_or_else(|p| p.into_inner());
+    let now = tokio::time::Instant::now();
+    match last.iter_mut().find(|(c, _)| *c == cluster) {
+        Some((_, at)) => *at = now,
+        None => last.push((cluster, now)),
+    }
+}
+
+/// Whether a connection to this call's API server was lost within RESTART_GRACE.
 fn restarted_lately() -> bool {
+    let cluster = current_cluster();
     LAST_LOST
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .is_some_and(|at| at.elapsed() < RESTART_GRACE)
+        .iter()
+        .any(|(c, at)| *c == cluster && at.elapsed() < RESTART_GRACE)
 }
 
 /// Why a request failed, after any retries.

@@ -11,6 +11,7 @@ use futures::StreamExt as _;
 use tracing::{Instrument as _, error, info, info_span};
 
 use crate::cluster::client::{self, Target};
+use crate::cluster::retry;
 use crate::fleet::connect::as_account;
 use crate::fleet::source::{self, Found};
 use crate::fleet::{Clusters, LOCAL, SpokeAccount};
@@ -98,7 +99,8 @@ where
     let runs = targets.into_iter().map(|(name, spoke)| {
         let span = info_span!("cluster", cluster = %name);
         let (spoke_install, local_install) = (spoke_install.clone(), local_install.clone());
-        async move {
+        let key = name.clone();
+        let run = async move {
             let started = Instant::now();
             let result = match spoke {
                 Spoke::Refused(reason) => Err(Unavailable::Refused(reason)),
@@ -118,8 +120,8 @@ where
                 result,
                 elapsed_ms: started.elapsed().as_millis() as u64,
             }
-        }
-        .instrument(span)
+        };
+        retry::for_cluster(key, run).instrument(span)
     });
     let mut reached: Vec<Reached<T>> = futures::stream::iter(runs)
         .buffer_unordered(clusters.concurrency)

@@ -610,3 +610,69 @@ fn hidden_files_of_the_directory_are_no_clusters() {
     assert_eq!(summary.len(), 1, "{}", run.stdout);
     assert_eq!(summary[0]["clusters"], 1, "{}", summary[0]);
 }
+
+/// `check` over the fleet: each spoke checked as its check ServiceAccount
+/// (ECR_REFRESH_CLUSTERS_CHECK_SERVICE_ACCOUNT, the spoke install's `ecr-refresh-check`), with
+/// a summary per cluster and one for the fleet, nothing written; a spoke without that
+/// ServiceAccount refuses the TokenRequest and fails alone.
+#[test]
+fn check_over_the_fleet_reads_each_spoke_as_its_check_service_account_and_writes_nothing() {
+    const CHECK: &str = "system:serviceaccount:ecr-refresh:ecr-refresh-check";
+    let mut fleet = Fleet::with_spokes(&["east", "west"]);
+    for spoke in fleet.spokes.values() {
+        spoke.seed(
+            Resource::ServiceAccounts,
+            json!({"metadata": {"name": "ecr-refresh-check", "namespace": "ecr-refresh"}}),
+            "kubectl-create",
+        );
+    }
+    fleet.run(&[]).expect_code(0);
+    fleet.add("north", spoke()); // no ecr-refresh-check there
+    let before: BTreeMap<String, usize> = fleet
+        .spokes
+        .iter()
+        .map(|(name, spoke)| (name.clone(), spoke.requests().len()))
+        .collect();
+
+    let run = fleet.run(&[("ECR_REFRESH_MODE", "check")]);
+
+    run.expect_code(1);
+    for name in ["east", "west"] {
+        let requests = since(fleet.spoke(name), before[name]);
+        assert!(
+            requests
+                .iter()
+                .all(|r| r.method == "GET" || r.path.ends_with("/ecr-refresh-check/token")),
+            "{name}: a check writes nothing:\n{}",
+            describe(&requests)
+        );
+        assert!(
+            requests[1..].iter().all(|r| r.user == CHECK),
+            "{name}: every request after the TokenRequest is the check ServiceAccount's:\n{}",
+            describe(&requests)
+        );
+        let summary = run
+            .lines
+            .iter()
+            .find(|l| l["cluster"] == name && l["namespaces"].is_number() && l["mode"] == "check")
+            .unwrap_or_else(|| panic!("{name}: a check summary line with its cluster"));
+        assert_eq!(summary["namespaces"], NAMESPACES.len(), "{summary}");
+    }
+    let failed = run
+        .lines
+        .iter()
+        .find(|l| l["message"] == "cluster failed")
+        .expect("a cluster failed line");
+    assert_eq!(failed["cluster"], "north", "{failed}");
+    let fleet_summary = run
+        .lines
+        .iter()
+        .find(|l| l["message"] == "fleet summary")
+        .expect("the fleet summary");
+    assert_eq!(fleet_summary["mode"], "check");
+    assert_eq!(fleet_summary["clusters_reached"], 2, "{fleet_summary}");
+    assert_eq!(fleet_summary["failed_clusters"], "north", "{fleet_summary}");
+    let message = fleet.termination();
+    assert_eq!(message["mode"], "check", "{message}");
+    assert_eq!(message["failed_clusters"], json!(["north"]), "{message}");
+}
