@@ -86,6 +86,9 @@ impl Found {
 /// The source itself can't be read: the run reaches no cluster (exit 3).
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// A source of Secrets read with no client of the cluster they are in (a caller's bug).
+    #[error("the cluster Secrets can't be read: no connection to the cluster they are in")]
+    NoHub,
     #[error(
         "forbidden to list the cluster Secrets of ECR_REFRESH_CLUSTERS={clusters} in {scope}: \
          grant the hub's ServiceAccount get and list on Secrets there (a Role in each \
@@ -125,8 +128,10 @@ pub enum SourceError {
 /// listed in each of `namespaces` (none: every namespace) with `selector` (a label selector,
 /// ANDed with the source's own label). A name is one cluster: a second cluster of the same
 /// name, or one named `local`, is refused. At most one [`Found::Local`].
+/// `hub`: the client of the cluster the run runs in, where the Secrets are (None with `dir:`,
+/// which reads no cluster).
 pub async fn read(
-    hub: &kube::Client,
+    hub: Option<&kube::Client>,
     source: &Source,
     namespaces: &[String],
     selector: Option<&str>,
@@ -135,6 +140,7 @@ pub async fn read(
     let namespaces = distinct(namespaces);
     let found = match source {
         Source::Capi => {
+            let hub = hub.ok_or(SourceError::NoHub)?;
             let secrets = list_secrets(
                 hub,
                 source,
@@ -151,6 +157,7 @@ pub async fn read(
             found
         }
         Source::ArgoCd => {
+            let hub = hub.ok_or(SourceError::NoHub)?;
             let secrets = list_secrets(
                 hub,
                 source,
@@ -1030,7 +1037,7 @@ mod tests {
             seed_secret(&fake, &s);
         }
         let hub = hub(&fake).await;
-        let found = read(&hub, &Source::Capi, &["fleet".into()], Some("env=prod"))
+        let found = read(Some(&hub), &Source::Capi, &["fleet".into()], Some("env=prod"))
             .await
             .unwrap();
         let names: Vec<&str> = found.iter().map(Found::name).collect();
@@ -1053,7 +1060,7 @@ mod tests {
             "{query}"
         );
 
-        let all = read(&hub, &Source::Capi, &[], None).await.unwrap();
+        let all = read(Some(&hub), &Source::Capi, &[], None).await.unwrap();
         let names: Vec<&str> = all.iter().map(Found::name).collect();
         assert_eq!(names, ["fleet/a", "fleet/b", "fleet/c", "other/d"]);
     }
@@ -1068,7 +1075,7 @@ mod tests {
             403,
         ));
         let hub = hub(&fake).await;
-        let error = read(&hub, &Source::ArgoCd, &["argocd".into()], None)
+        let error = read(Some(&hub), &Source::ArgoCd, &["argocd".into()], None)
             .await
             .unwrap_err();
         let text = error.to_string();

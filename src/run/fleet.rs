@@ -14,7 +14,7 @@ use crate::cluster::client::{self, Target};
 use crate::cluster::retry;
 use crate::fleet::connect::as_account;
 use crate::fleet::source::{self, Found};
-use crate::fleet::{Clusters, LOCAL, SpokeAccount};
+use crate::fleet::{Clusters, LOCAL, Source, SpokeAccount};
 use crate::pull_secret::install::Install;
 use crate::run::end::Unavailable;
 use crate::termination;
@@ -29,7 +29,7 @@ pub struct Reached<T> {
 /// A cluster to work on, or why it can't be.
 enum Spoke {
     /// The cluster the run runs in, as the run itself.
-    Local,
+    Local(Box<Target>),
     /// A spoke, with the kubeconfig's credential (reached as its ServiceAccount).
     Remote(Box<kube::Config>),
     /// Named by the source, but refused.
@@ -49,16 +49,26 @@ where
     F: Fn(Target, Option<Install>) -> Fut,
     Fut: Future<Output = Result<T, Unavailable>>,
 {
-    let hub = Target::local().await?;
-    let (client, url) = hub.client(true)?;
-    client::check(&client, &url).await?;
+    // The cluster the run runs in: where the Secrets of capi and argocd are, and a target with
+    // ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL. A directory's fleet needs none of it.
+    let needs_hub = clusters.include_local || !matches!(clusters.source, Source::Dir(_));
+    let hub = match needs_hub {
+        true => {
+            let hub = Target::local().await?;
+            let (client, url) = hub.client(true)?;
+            client::check(&client, &url).await?;
+            Some((hub, client))
+        }
+        false => None,
+    };
     let namespaces: Vec<String> = clusters
         .namespaces
         .iter()
         .map(ToString::to_string)
         .collect();
     let selector = clusters.selector.as_ref().map(ToString::to_string);
-    let found = source::read(&client, &clusters.source, &namespaces, selector.as_deref())
+    let client = hub.as_ref().map(|(_, client)| client);
+    let found = source::read(client, &clusters.source, &namespaces, selector.as_deref())
         .await
         .map_err(|e| Unavailable::Clusters(e.to_string()))?;
     let mut targets: Vec<(String, Spoke)> = Vec::new();
@@ -73,8 +83,8 @@ where
             Found::Local => local_named = true,
         }
     }
-    if clusters.include_local {
-        targets.push((LOCAL.to_owned(), Spoke::Local));
+    if let (true, Some((hub, _))) = (clusters.include_local, &hub) {
+        targets.push((LOCAL.to_owned(), Spoke::Local(Box::new(hub.clone()))));
     } else if local_named {
         info!(
             source = %clusters.source,
@@ -95,7 +105,7 @@ where
         )));
     }
     let spoke_install: Option<Install> = account.to_string().parse().ok();
-    let (hub, work) = (&hub, &work);
+    let work = &work;
     let runs = targets.into_iter().map(|(name, spoke)| {
         let span = info_span!("cluster", cluster = %name);
         let (spoke_install, local_install) = (spoke_install.clone(), local_install.clone());
@@ -104,7 +114,7 @@ where
             let started = Instant::now();
             let result = match spoke {
                 Spoke::Refused(reason) => Err(Unavailable::Refused(reason)),
-                Spoke::Local => work(hub.clone(), local_install).await,
+                Spoke::Local(hub) => work(*hub, local_install).await,
                 Spoke::Remote(kubeconfig) => {
                     match as_account(*kubeconfig, account, clusters.auth).await {
                         Ok(target) => work(target, spoke_install).await,

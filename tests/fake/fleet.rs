@@ -676,3 +676,26 @@ fn check_over_the_fleet_reads_each_spoke_as_its_check_service_account_and_writes
     assert_eq!(message["mode"], "check", "{message}");
     assert_eq!(message["failed_clusters"], json!(["north"]), "{message}");
 }
+
+/// A directory's fleet reads no cluster for its source: the cluster the run runs in is asked
+/// nothing unless ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL makes it a target too.
+#[test]
+fn a_directory_fleet_asks_the_cluster_it_runs_in_nothing_unless_it_is_included() {
+    let fleet = Fleet::with_spokes(&["east"]);
+
+    fleet.run(&[]).expect_code(0);
+
+    assert_eq!(
+        fleet.hub.cluster.requests().len(),
+        0,
+        "the hub's cluster was asked: {:?}",
+        fleet.hub.cluster.requests()
+    );
+    let run = fleet.run(&[("ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL", "true")]);
+    run.expect_code(0);
+    assert!(
+        run.lines.iter().any(|l| l["cluster"] == "local" && l["outcome"] == "created"),
+        "the local cluster's Secret is written: {}",
+        run.stdout
+    );
+}
