@@ -56,6 +56,8 @@ pub async fn connect_without_throttle_retries() -> Result<(Client, String), Clus
 #[derive(Clone)]
 pub struct Target {
     config: kube::Config,
+    /// A fleet's cluster: its requests are counted as its own too.
+    cluster: Option<String>,
 }
 
 impl Target {
@@ -67,7 +69,19 @@ impl Target {
 
     /// A cluster from its own configuration (a fleet's spoke).
     pub fn new(config: kube::Config) -> Self {
-        Self { config }
+        Self {
+            config,
+            cluster: None,
+        }
+    }
+
+    /// The same cluster, named as a fleet's: its requests are counted apart too
+    /// ([`api_requests`]).
+    pub fn named(self, cluster: &str) -> Self {
+        Self {
+            cluster: Some(cluster.to_owned()),
+            ..self
+        }
     }
 
     /// The API server's URL.
@@ -78,12 +92,13 @@ impl Target {
     /// A client of this cluster, with the timeouts and retries every client of ours has;
     /// `throttle_retries: false` answers 429s instead of retrying them (the evictions').
     pub fn client(&self, throttle_retries: bool) -> Result<(Client, String), ClusterError> {
-        build(self.config.clone(), throttle_retries)
+        build(self.config.clone(), self.cluster.clone(), throttle_retries)
     }
 }
 
 fn build(
     mut config: kube::Config,
+    cluster: Option<String>,
     throttle_retries: bool,
 ) -> Result<(Client, String), ClusterError> {
     config.default_retry = false;
@@ -115,7 +130,9 @@ fn build(
     let client = ClientBuilder::try_from(config)
         .map_err(ClusterError::Client)?
         // Innermost: counts every HTTP attempt, retries included, for the run's metrics.
-        .with_layer(&tower::util::MapRequestLayer::new(count_request))
+        .with_layer(&tower::util::MapRequestLayer::new(move |request| {
+            count_request(cluster.as_deref(), request)
+        }))
         // Retry needs a service it can clone: the buffer is one.
         .with_layer(&BufferLayer::new(1024))
         .with_layer(&RetryLayer::new(policy))
@@ -161,7 +178,8 @@ pub async fn check(client: &Client, url: &str) -> Result<String, ClusterError> {
 
 // Requests sent to the Kubernetes API server, by method: every HTTP attempt, retries
 // included, counted at the client's transport (connect adds `count_request` as a layer).
-// A process runs once, so a process-wide count is the run's count.
+// A process runs once, so a process-wide count is the run's count; a fleet's are counted by
+// cluster too (each cluster's clients are built `Target::named`).
 const METHODS: [&str; 5] = ["GET", "POST", "PATCH", "PUT", "other"];
 static API_REQUESTS: [AtomicU64; 5] = [
     AtomicU64::new(0),
@@ -170,24 +188,42 @@ static API_REQUESTS: [AtomicU64; 5] = [
     AtomicU64::new(0),
     AtomicU64::new(0),
 ];
+static BY_CLUSTER: std::sync::Mutex<Vec<(String, [u64; 5])>> = std::sync::Mutex::new(Vec::new());
 
 /// Counts one request on its way to the API server; passes it on unchanged.
-pub fn count_request<B>(request: http::Request<B>) -> http::Request<B> {
+fn count_request<B>(cluster: Option<&str>, request: http::Request<B>) -> http::Request<B> {
     let method = request.method().as_str();
     let i = METHODS
         .iter()
         .position(|m| *m == method)
         .unwrap_or(METHODS.len() - 1);
     API_REQUESTS[i].fetch_add(1, Ordering::Relaxed);
+    if let Some(cluster) = cluster {
+        let mut counts = BY_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+        match counts.iter_mut().find(|(c, _)| c == cluster) {
+            Some((_, n)) => n[i] += 1,
+            None => {
+                let mut n = [0; 5];
+                n[i] = 1;
+                counts.push((cluster.to_owned(), n));
+            }
+        }
+    }
     request
 }
 
-/// The requests counted so far, by method.
-pub fn api_requests() -> impl Iterator<Item = (&'static str, u64)> {
-    METHODS
-        .iter()
-        .zip(API_REQUESTS.iter())
-        .map(|(m, n)| (*m, n.load(Ordering::Relaxed)))
+/// The requests counted so far, by method: the whole run's, or one cluster's of a fleet.
+pub fn api_requests(cluster: Option<&str>) -> Vec<(&'static str, u64)> {
+    let counts: [u64; 5] = match cluster {
+        None => std::array::from_fn(|i| API_REQUESTS[i].load(Ordering::Relaxed)),
+        Some(cluster) => BY_CLUSTER
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|(c, _)| c == cluster)
+            .map_or([0; 5], |(_, n)| *n),
+    };
+    METHODS.iter().copied().zip(counts).collect()
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ pub enum SpokeError {
 /// The spoke, as `account`: with `auth`'s TokenRequest, the one request the kubeconfig's
 /// credential sends; with impersonation, none yet.
 pub async fn as_account(
+    cluster: &str,
     kubeconfig: kube::Config,
     account: &SpokeAccount,
     auth: Auth,
@@ -55,26 +56,27 @@ pub async fn as_account(
             let mut config = kubeconfig;
             config.auth_info.impersonate = Some(account.username());
             config.auth_info.impersonate_groups = None;
-            Ok(Target::new(config))
+            Ok(Target::new(config).named(cluster))
         }
         Auth::TokenRequest => {
-            let token = request_token(&kubeconfig, account).await?;
+            let token = request_token(cluster, &kubeconfig, account).await?;
             let mut config = kubeconfig;
             // The kubeconfig's user goes whole (a client certificate too): only the token is sent.
             config.auth_info = AuthInfo {
                 token: Some(token),
                 ..AuthInfo::default()
             };
-            Ok(Target::new(config))
+            Ok(Target::new(config).named(cluster))
         }
     }
 }
 
 async fn request_token(
+    cluster: &str,
     kubeconfig: &kube::Config,
     account: &SpokeAccount,
 ) -> Result<SecretString, SpokeError> {
-    let target = Target::new(kubeconfig.clone());
+    let target = Target::new(kubeconfig.clone()).named(cluster);
     let (client, url) = target.client(true)?;
     let body = TokenRequest {
         spec: TokenRequestSpec {

@@ -1037,9 +1037,14 @@ mod tests {
             seed_secret(&fake, &s);
         }
         let hub = hub(&fake).await;
-        let found = read(Some(&hub), &Source::Capi, &["fleet".into()], Some("env=prod"))
-            .await
-            .unwrap();
+        let found = read(
+            Some(&hub),
+            &Source::Capi,
+            &["fleet".into()],
+            Some("env=prod"),
+        )
+        .await
+        .unwrap();
         let names: Vec<&str> = found.iter().map(Found::name).collect();
         assert_eq!(names, ["fleet/a", "fleet/b"]);
         let lists: Vec<String> = fake

@@ -56,6 +56,7 @@ pub(super) async fn run(
                 report: Some(report),
                 token_expiry: &summary.token_expiry,
                 certificate_expiry: certificate,
+                cluster: Some(&cluster.name),
             };
             let span = info_span!("cluster", cluster = %cluster.name);
             metrics::push(&gateway.for_cluster(&cluster.name), &run)
@@ -71,6 +72,7 @@ pub(super) async fn run(
             report: None,
             token_expiry: done.map_or(&none, |d| &d.summary.token_expiry),
             certificate_expiry: certificate,
+            cluster: None,
         };
         metrics::push(gateway, &run).await;
     };

@@ -34,6 +34,8 @@ pub struct RunEnd<'a> {
     pub token_expiry: &'a BTreeMap<String, SystemTime>,
     /// When the Roles Anywhere certificate expires; None when that is not the source.
     pub certificate_expiry: Option<SystemTime>,
+    /// A fleet's cluster whose group this is (its requests only); None: the whole run's.
+    pub cluster: Option<&'a str>,
 }
 
 impl RunEnd<'_> {
@@ -171,14 +173,15 @@ pub fn encode(run: &RunEnd<'_>) -> String {
         );
     }
     let requests: Family<MethodLabel, Gauge> = Family::default();
-    for (method, n) in client::api_requests() {
+    for (method, n) in client::api_requests(run.cluster) {
         requests
             .get_or_create(&MethodLabel { method })
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
     registry.register(
         "run_api_requests",
-        "Requests the last run sent to the Kubernetes API server, every attempt counted, by HTTP method",
+        "Requests the last run sent to the Kubernetes API server, every attempt counted, by HTTP method \
+         (in a fleet's cluster group, those sent to that cluster)",
         requests,
     );
     let mut text = String::new();
@@ -209,6 +212,7 @@ mod tests {
             report: None,
             token_expiry: &none,
             certificate_expiry,
+            cluster: None,
         };
         const LINE: &str = "ecr_refresh_credentials_certificate_expiry_timestamp_seconds 4000.0";
         let with = encode(&run(Some(at)));
@@ -234,6 +238,7 @@ mod tests {
             report: Some(&report),
             token_expiry: &expiry,
             certificate_expiry: None,
+            cluster: None,
         };
         let ok = encode(&run(exit::OK));
         assert!(
@@ -284,6 +289,7 @@ mod tests {
                 report: Some(report),
                 token_expiry: none,
                 certificate_expiry: None,
+                cluster: None,
             }
         }
         let none = BTreeMap::new();

@@ -101,6 +101,7 @@ pub async fn run(
             report: done.map(|d| &d.report),
             token_expiry: done.map_or(&none, |d| &d.summary.token_expiry),
             certificate_expiry: certificate_expiry(config.roles_anywhere.as_ref()),
+            cluster: None,
         };
         metrics::push(gateway, &run).await;
     };

@@ -84,7 +84,10 @@ where
         }
     }
     if let (true, Some((hub, _))) = (clusters.include_local, &hub) {
-        targets.push((LOCAL.to_owned(), Spoke::Local(Box::new(hub.clone()))));
+        targets.push((
+            LOCAL.to_owned(),
+            Spoke::Local(Box::new(hub.clone().named(LOCAL))),
+        ));
     } else if local_named {
         info!(
             source = %clusters.source,
@@ -116,7 +119,7 @@ where
                 Spoke::Refused(reason) => Err(Unavailable::Refused(reason)),
                 Spoke::Local(hub) => work(*hub, local_install).await,
                 Spoke::Remote(kubeconfig) => {
-                    match as_account(*kubeconfig, account, clusters.auth).await {
+                    match as_account(&name, *kubeconfig, account, clusters.auth).await {
                         Ok(target) => work(target, spoke_install).await,
                         Err(e) => Err(Unavailable::Spoke(e)),
                     }

@@ -694,8 +694,87 @@ fn a_directory_fleet_asks_the_cluster_it_runs_in_nothing_unless_it_is_included()
     let run = fleet.run(&[("ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL", "true")]);
     run.expect_code(0);
     assert!(
-        run.lines.iter().any(|l| l["cluster"] == "local" && l["outcome"] == "created"),
+        run.lines
+            .iter()
+            .any(|l| l["cluster"] == "local" && l["outcome"] == "created"),
         "the local cluster's Secret is written: {}",
         run.stdout
     );
+}
+
+/// Each spoke reached gets a Pushgateway group of its own (the grouping labels plus
+/// `ecr_refresh_cluster`), holding its outcomes, its Secrets' earliest expiry and the requests
+/// sent to it alone; a spoke not reached pushes nothing, so its group ages
+/// (EcrRefreshClusterNotReached); the hub's own group holds the run's exit code.
+#[test]
+#[ignore = "needs prometheus-pushgateway (bash .ci/test)"]
+fn each_reached_spoke_pushes_its_own_group_with_its_own_requests() {
+    let gateway = common::pushgateway::Gateway::start();
+    let fleet = Fleet::with_spokes(&["east", "west"]);
+    fleet.add_down("gone");
+    let url = gateway.url();
+
+    let run = fleet.run(&[
+        ("ECR_REFRESH_PUSHGATEWAY_URL", url.as_str()),
+        ("ECR_REFRESH_PUSHGATEWAY_LABELS", "env=test"),
+    ]);
+
+    run.expect_code(1);
+    for name in ["east", "west"] {
+        let group = [("env", "test"), ("ecr_refresh_cluster", name)];
+        assert_eq!(
+            gateway.value(
+                "ecr_refresh_namespaces",
+                &[group[0], group[1], ("outcome", "created")]
+            ),
+            Some(NAMESPACES.len() as f64),
+            "{name}"
+        );
+        assert!(
+            gateway
+                .value(
+                    "ecr_refresh_secrets_earliest_expiry_timestamp_seconds",
+                    &group
+                )
+                .is_some(),
+            "{name}: its Secrets' earliest expiry"
+        );
+        let sent: f64 = ["GET", "POST", "PATCH", "PUT", "other"]
+            .iter()
+            .filter_map(|m| {
+                gateway.value(
+                    "ecr_refresh_run_api_requests",
+                    &[group[0], group[1], ("method", m)],
+                )
+            })
+            .sum();
+        // The TokenRequest is sent before the cluster's work begins, in its scope too.
+        assert_eq!(
+            sent,
+            fleet.spoke(name).requests().len() as f64,
+            "{name}: the requests of its group are those it received"
+        );
+    }
+    assert!(
+        gateway
+            .samples()
+            .iter()
+            .all(|s| s.labels.get("ecr_refresh_cluster").map(String::as_str) != Some("gone")),
+        "a spoke not reached pushes nothing"
+    );
+    assert_eq!(
+        gateway.value(
+            "ecr_refresh_last_run_exit_code",
+            &[("env", "test"), ("ecr_refresh_cluster", "")]
+        ),
+        None,
+        "the gateway has no empty label: the hub's group is the one without it"
+    );
+    let hub: Vec<f64> = gateway
+        .ours("ecr_refresh_last_run_exit_code")
+        .into_iter()
+        .filter(|s| !s.labels.contains_key("ecr_refresh_cluster"))
+        .map(|s| s.value)
+        .collect();
+    assert_eq!(hub, [1.0], "the hub's group: the run's exit code");
 }

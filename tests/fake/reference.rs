@@ -138,6 +138,7 @@ fn metrics() -> String {
         report: Some(&report),
         token_expiry: &tokens,
         certificate_expiry: Some(at),
+        cluster: None,
     });
     let mut types = BTreeMap::new();
     let mut rows = Vec::new();
