@@ -52,14 +52,13 @@ where
     // The cluster the run runs in: where the Secrets of capi and argocd are, and a target with
     // ECR_REFRESH_CLUSTERS_INCLUDE_LOCAL. A directory's fleet needs none of it.
     let needs_hub = clusters.include_local || !matches!(clusters.source, Source::Dir(_));
-    let hub = match needs_hub {
-        true => {
-            let hub = Target::local().await?;
-            let (client, url) = hub.client(true)?;
-            client::check(&client, &url).await?;
-            Some((hub, client))
-        }
-        false => None,
+    let hub = if needs_hub {
+        let hub = Target::local().await?;
+        let (client, url) = hub.client(true)?;
+        client::check(&client, &url).await?;
+        Some((hub, client))
+    } else {
+        None
     };
     let namespaces: Vec<String> = clusters
         .namespaces
