@@ -14,7 +14,6 @@ use crate::cluster::client::Target;
 use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
 use crate::fleet::Clusters;
-use crate::report::exit;
 use crate::run::end::{Finished, Unavailable, end};
 use crate::run::fleet::{self, Reached, each_cluster};
 use crate::run::stop::Stop;
@@ -82,19 +81,11 @@ async fn check(config: &Config, clusters: &Clusters, stop: &Stop) -> Result<Flee
 impl Fleet {
     /// Clusters not reached, or with findings.
     fn failed(&self) -> Vec<String> {
-        self.clusters
-            .iter()
-            .filter(|c| {
-                c.result
-                    .as_ref()
-                    .map_or(true, |t| t.exit_code() != exit::OK)
-            })
-            .map(|c| c.name.clone())
-            .collect()
+        fleet::failed(&self.clusters, Tally::exit_code)
     }
 
     fn reached(&self) -> usize {
-        self.clusters.iter().filter(|c| c.result.is_ok()).count()
+        fleet::reached(&self.clusters)
     }
 
     fn tallies(&self) -> impl Iterator<Item = &Tally> {
@@ -104,11 +95,7 @@ impl Fleet {
 
 impl Finished for Fleet {
     fn exit_code(&self) -> u8 {
-        if self.failed().is_empty() {
-            exit::OK
-        } else {
-            exit::FAILED
-        }
+        fleet::exit_code(&self.failed())
     }
 
     fn log_summary(&self, elapsed_ms: u64) {

@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::config::pushgateway::Pushgateway;
 use crate::fleet::Clusters;
 use crate::pull_secret::install::Install;
-use crate::report::{Outcome, exit};
+use crate::report::Outcome;
 use crate::run::end::{Finished, Unavailable, end};
 use crate::run::fleet::{self, Reached, each_cluster};
 use crate::run::stop::Stop;
@@ -114,15 +114,7 @@ async fn fleet<'a>(
     {
         return Err(e);
     }
-    let summary = tokens
-        .fetched()
-        .map(|f| Summary {
-            registries: f.tokens.registries(),
-            token_expires_at: f.expires_at.clone(),
-            elapsed_ms: 0,
-            token_expiry: f.tokens.expiry_by_token(),
-        })
-        .unwrap_or_default();
+    let summary = tokens.summary();
     Ok(Fleet {
         clusters,
         summary,
@@ -132,19 +124,11 @@ async fn fleet<'a>(
 
 impl Fleet<'_> {
     fn failed(&self) -> Vec<String> {
-        self.clusters
-            .iter()
-            .filter(|c| {
-                c.result
-                    .as_ref()
-                    .map_or(true, |(report, _)| report.exit_code() != exit::OK)
-            })
-            .map(|c| c.name.clone())
-            .collect()
+        fleet::failed(&self.clusters, |(report, _)| report.exit_code())
     }
 
     fn reached(&self) -> usize {
-        self.clusters.iter().filter(|c| c.result.is_ok()).count()
+        fleet::reached(&self.clusters)
     }
 
     /// Every reached cluster's namespaces, by outcome.
@@ -161,11 +145,7 @@ impl Fleet<'_> {
 
 impl Finished for Fleet<'_> {
     fn exit_code(&self) -> u8 {
-        if self.failed().is_empty() {
-            exit::OK
-        } else {
-            exit::FAILED
-        }
+        fleet::exit_code(&self.failed())
     }
 
     fn log_summary(&self, elapsed_ms: u64) {

@@ -266,17 +266,7 @@ async fn refresh_cluster(
             .await,
         );
     }
-    // No token fetched (nothing was due): no registries or expiry to report.
-    let summary = tokens
-        .fetched()
-        .map(|f| Summary {
-            registries: f.tokens.registries(),
-            token_expires_at: f.expires_at.clone(),
-            elapsed_ms: 0,
-            token_expiry: f.tokens.expiry_by_token(),
-        })
-        .unwrap_or_default();
-    Ok((report, summary))
+    Ok((report, tokens.summary()))
 }
 
 /// ECR_REFRESH_EVICT_STUCK_PODS, after every Secret: pods stuck for want of it, evicted.

@@ -7,6 +7,7 @@ use aws_config::SdkConfig;
 use tokio::sync::OnceCell;
 use tracing::info;
 
+use super::report::Summary;
 use crate::aws::{ecr, login};
 use crate::config::Config;
 use crate::pull_secret::install::Install;
@@ -61,6 +62,19 @@ impl<'a> OnDemand<'a> {
             login::verify(&tokens).await?;
         }
         Ok(Fetched { tokens, expires_at })
+    }
+
+    /// The run-wide facts of the summary: the registries and the tokens' expiry; none when no
+    /// token was fetched (nothing was due).
+    pub(super) fn summary(&self) -> Summary {
+        self.fetched()
+            .map(|f| Summary {
+                registries: f.tokens.registries(),
+                token_expires_at: f.expires_at.clone(),
+                elapsed_ms: 0,
+                token_expiry: f.tokens.expiry_by_token(),
+            })
+            .unwrap_or_default()
     }
 
     /// The tokens, if this run fetched them.

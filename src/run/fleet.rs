@@ -16,6 +16,7 @@ use crate::fleet::connect::as_account;
 use crate::fleet::source::{self, Found};
 use crate::fleet::{Clusters, LOCAL, Source, SpokeAccount};
 use crate::pull_secret::install::Install;
+use crate::report::exit;
 use crate::run::end::Unavailable;
 use crate::termination;
 
@@ -152,6 +153,30 @@ where
         return Err(Unavailable::NoClusterReached { failed });
     }
     Ok(reached)
+}
+
+/// The clusters that failed, by name: not reached, or whose own run would not exit 0
+/// (`exit_code`: the mode's for one cluster).
+pub fn failed<T>(clusters: &[Reached<T>], exit_code: impl Fn(&T) -> u8) -> Vec<String> {
+    clusters
+        .iter()
+        .filter(|c| c.result.as_ref().map_or(true, |t| exit_code(t) != exit::OK))
+        .map(|c| c.name.clone())
+        .collect()
+}
+
+/// How many clusters were reached.
+pub fn reached<T>(clusters: &[Reached<T>]) -> usize {
+    clusters.iter().filter(|c| c.result.is_ok()).count()
+}
+
+/// The fleet's exit code: 1 when any cluster failed.
+pub fn exit_code(failed: &[String]) -> u8 {
+    if failed.is_empty() {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
 }
 
 /// The fleet's termination message: `build` renders it from a prefix of the failed clusters'
