@@ -74,7 +74,7 @@ async fn check(config: &Config, clusters: &Clusters, stop: &Stop) -> Result<Flee
         Ok(tally)
     };
     let account = &clusters.check_service_account;
-    let clusters = each_cluster(clusters, account, config.install.clone(), work).await?;
+    let clusters = each_cluster(clusters, account, config.install.clone(), stop, work).await?;
     Ok(Fleet { clusters })
 }
 

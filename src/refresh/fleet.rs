@@ -104,8 +104,14 @@ async fn fleet<'a>(
             Ok((report, summary))
         }
     };
-    let mut clusters =
-        each_cluster(clusters, &clusters.service_account, local_install, work).await?;
+    let mut clusters = each_cluster(
+        clusters,
+        &clusters.service_account,
+        local_install,
+        stop,
+        work,
+    )
+    .await?;
     // No token: as for one cluster, exit 3, whatever the clusters that needed none came to.
     if let Some(i) = clusters
         .iter()

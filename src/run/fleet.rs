@@ -18,6 +18,7 @@ use crate::fleet::{Clusters, LOCAL, Source, SpokeAccount};
 use crate::pull_secret::install::Install;
 use crate::report::exit;
 use crate::run::end::Unavailable;
+use crate::run::stop::Stop;
 use crate::termination;
 
 /// What one cluster came to: the mode's result, or why the cluster failed.
@@ -44,6 +45,7 @@ pub async fn each_cluster<T, F, Fut>(
     clusters: &Clusters,
     account: &SpokeAccount,
     local_install: Option<Install>,
+    stop: &Stop,
     work: F,
 ) -> Result<Vec<Reached<T>>, Unavailable>
 where
@@ -118,12 +120,15 @@ where
             let result = match spoke {
                 Spoke::Refused(reason) => Err(Unavailable::Refused(reason)),
                 Spoke::Local(hub) => work(*hub, local_install).await,
-                Spoke::Remote(kubeconfig) => {
-                    match as_account(&name, *kubeconfig, account, clusters.auth).await {
+                // A cluster not yet reached at the stop is not begun: its TokenRequest would
+                // run past the deadline.
+                Spoke::Remote(kubeconfig) => tokio::select! {
+                    reached = as_account(&name, *kubeconfig, account, clusters.auth) => match reached {
                         Ok(target) => work(target, spoke_install).await,
                         Err(e) => Err(Unavailable::Spoke(e)),
-                    }
-                }
+                    },
+                    reason = stop.stopping() => Err(Unavailable::Stopped { reason, done: "begun" }),
+                },
             };
             if let Err(e) = &result {
                 error!(error = %e, "cluster failed");

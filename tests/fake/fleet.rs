@@ -778,3 +778,35 @@ fn each_reached_spoke_pushes_its_own_group_with_its_own_requests() {
         .collect();
     assert_eq!(hub, [1.0], "the hub's group: the run's exit code");
 }
+
+/// At the deadline (ECR_REFRESH_TIMEOUT), a spoke being reached, and every one not begun, is
+/// left for the next run: the run ends within the deadline, not a TokenRequest's 15 s per spoke
+/// later, and names them.
+#[test]
+fn at_the_deadline_no_further_spoke_is_begun() {
+    let fleet = Fleet::new();
+    for name in ["a", "b", "c", "d"] {
+        fleet.add_down(name);
+    }
+    let started = std::time::Instant::now();
+
+    let run = fleet.run(&[
+        ("ECR_REFRESH_TIMEOUT", "2s"),
+        ("ECR_REFRESH_CLUSTERS_CONCURRENCY", "1"),
+    ]);
+
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(12),
+        "the run ended {took:?} after its start, past the 2 s deadline and its grace:\n{}",
+        run.stdout
+    );
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    let failed: Vec<&str> = run
+        .lines
+        .iter()
+        .filter(|l| l["message"] == "cluster failed")
+        .filter_map(|l| l["cluster"].as_str())
+        .collect();
+    assert_eq!(failed, ["a", "b", "c", "d"], "{}", run.stdout);
+}
