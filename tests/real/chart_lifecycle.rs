@@ -14,7 +14,9 @@
 //! One control plane of the module's own (`ControlPlane::shared_by("chart-lifecycle")`): on
 //! the binary's shared one the controllers would act on chart.rs's CronJobs, and on the Job
 //! whose status that module writes by hand. Cluster-scoped objects are named per test (each
-//! release has its own name); the CRD of `PrometheusRule` is created by one test only.
+//! release has its own name); the CRD of `PrometheusRule` is created by one test only. The
+//! Fleets page's `spoke-helm` recipe (issue 51) installs the shipped names, so its test starts
+//! a control plane of its own (`ControlPlane::start`).
 //!
 //! Needs Helm and `KUBEBUILDER_ASSETS` (with kube-controller-manager).
 
@@ -28,6 +30,7 @@ use serde_json::{Value, json};
 use crate::chart::{
     Helm, PROMETHEUS_RULE_API, chart_path, env_of, get, run_as_the_charts_service_account,
 };
+use crate::common::real::{message, send};
 use crate::common::{REGISTRY, docker_config};
 
 /// The module's control plane, with the job and cronjob controllers running.
@@ -568,4 +571,159 @@ fn the_prometheus_rule_installs_only_once_the_cluster_serves_its_crd() {
     );
     helm.expect(&["uninstall", release, "-n", ns], None);
     assert!(get(cp, "prometheusrule", Some(ns), release).is_none());
+}
+
+// ---- Fleet (issue 51): the Fleets page's `spoke-helm` recipe ----------------------------
+
+/// The namespace as the book's Helm page creates it (the Fleets page installs the spoke "in
+/// the namespace created as With Helm shows"): the lines of that page's block before its
+/// `helm install`.
+fn the_namespace_as_the_helm_page_creates_it() -> String {
+    let page = crate::common::docs::page("install/helm.md");
+    let fence = "```sh\n";
+    let start = page
+        .find(&format!("{fence}kubectl create namespace ecr-refresh\n"))
+        .expect("docs/src/install/helm.md creates the namespace in a block of its own");
+    let commands: String = page[start + fence.len()..]
+        .lines()
+        .take_while(|l| !l.starts_with("helm ") && *l != "```")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        commands.contains("kubectl label namespace ecr-refresh"),
+        "the Helm page labels the namespace for Pod Security: {commands}"
+    );
+    commands
+}
+
+/// What the Fleets page says the spoke's NOTES print: the value in its sentence "Its notes
+/// print the hub's `ECR_REFRESH_CLUSTERS_SERVICE_ACCOUNT` (`…`".
+fn the_service_account_the_fleets_page_says_the_notes_print() -> String {
+    let page = crate::common::docs::page("fleets.md");
+    let said = "Its notes print the hub's `ECR_REFRESH_CLUSTERS_SERVICE_ACCOUNT` (`";
+    let start = page
+        .find(said)
+        .unwrap_or_else(|| panic!("docs/src/fleets.md says what the notes print: {said}"))
+        + said.len();
+    let end = page[start..]
+        .find('`')
+        .expect("the value's closing backquote");
+    page[start..start + end].to_owned()
+}
+
+/// A TokenRequest for `namespace/name` sent with `token`: the status and the answer.
+fn token_request(cp: &ControlPlane, token: &str, (namespace, name): (&str, &str)) -> (u16, Value) {
+    send(
+        cp,
+        token,
+        "POST",
+        &format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"),
+        "application/json",
+        &json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                 "spec": { "expirationSeconds": 600 } }),
+    )
+}
+
+/// The Fleets page's `spoke-helm` recipe, run as the page shows it with real Helm on a control
+/// plane of its own (the release takes the shipped names, ecr-refresh in ecr-refresh, whose
+/// cluster-wide objects and admission policy would meet other releases' on a shared one), in
+/// the namespace the Helm page creates: no CronJob and no Job; the ServiceAccounts
+/// `ecr-refresh` and `ecr-refresh-hub`; the Role `ecr-refresh-hub` granting `create` on
+/// `serviceaccounts/token` for `ecr-refresh` alone; a token of `ecr-refresh-hub` gets a token
+/// of `ecr-refresh` and is refused one of `default`; the NOTES print the hub's value the page
+/// says.
+#[test]
+#[ignore = "needs helm and KUBEBUILDER_ASSETS (bash .ci/test)"]
+fn the_fleets_pages_spoke_helm_recipe_installs_the_hubs_one_right_and_no_run() {
+    let helm = crate::chart::helm_binary();
+    let cp = ControlPlane::start();
+    let recipe = crate::common::fleet::recipe("spoke-helm", "sh");
+    // The page's `helm` is Helm as the tier finds it (HELM, or helm on PATH), put first on
+    // PATH under that name. The recipe's text is run unchanged: in the checkout, its
+    // `charts/ecr-refresh` is the repository's chart.
+    let bin = tempfile::tempdir().expect("a directory for helm");
+    std::os::unix::fs::symlink(&helm, bin.path().join("helm")).expect("linking helm");
+    let script = format!(
+        "export PATH=\"{}:$PATH\"\n{}{recipe}",
+        bin.path().display(),
+        the_namespace_as_the_helm_page_creates_it()
+    );
+    let out = crate::common::fleet::shell(
+        &cp,
+        cp.admin_kubeconfig(),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")),
+        &script,
+    );
+
+    let notes = out
+        .split_once("NOTES:\n")
+        .unwrap_or_else(|| panic!("helm printed no NOTES: {out}"))
+        .1;
+    let said = the_service_account_the_fleets_page_says_the_notes_print();
+    assert_eq!(said, "ecr-refresh/ecr-refresh", "the page's default");
+    assert!(
+        notes.contains(&format!("ECR_REFRESH_CLUSTERS_SERVICE_ACCOUNT={said}\n")),
+        "the NOTES print the hub's value as the Fleets page says: {notes}"
+    );
+
+    let ns = "ecr-refresh";
+    let runs = cp.kubectl_run(&["get", "cronjobs,jobs", "-A", "-o", "json"]);
+    let runs: Value = serde_json::from_str(&runs).expect("kubectl prints JSON");
+    assert_eq!(
+        runs["items"],
+        json!([]),
+        "a spoke runs nothing: no CronJob, no Job"
+    );
+    for account in ["ecr-refresh", "ecr-refresh-hub"] {
+        assert!(
+            get(&cp, "serviceaccount", Some(ns), account).is_some(),
+            "the ServiceAccount {account} in {ns}"
+        );
+    }
+    let role = get(&cp, "role", Some(ns), "ecr-refresh-hub").expect("the Role ecr-refresh-hub");
+    assert_eq!(
+        role["rules"],
+        json!([{ "apiGroups": [""], "resources": ["serviceaccounts/token"],
+                 "verbs": ["create"], "resourceNames": ["ecr-refresh"] }]),
+        "the hub's one right: a token for ecr-refresh, nothing more: {role}"
+    );
+
+    let hub_token = cp
+        .kubectl_run(&["create", "token", "ecr-refresh-hub", "-n", ns])
+        .trim()
+        .to_owned();
+    let (status, answer) = token_request(&cp, &hub_token, (ns, "ecr-refresh"));
+    assert_eq!(status, 201, "the hub gets a token of ecr-refresh: {answer}");
+    let minted = answer["status"]["token"].as_str().expect("a token");
+    let (status, review) = send(
+        &cp,
+        minted,
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        "application/json",
+        &json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview" }),
+    );
+    assert_eq!(status, 201, "{review}");
+    assert_eq!(
+        review["status"]["userInfo"]["username"], "system:serviceaccount:ecr-refresh:ecr-refresh",
+        "the minted token is ecr-refresh's: {review}"
+    );
+
+    // No kube-controller-manager makes `default` here: made as it would be, so that the
+    // refusal is RBAC's, not a missing ServiceAccount's.
+    if get(&cp, "serviceaccount", Some(ns), "default").is_none() {
+        cp.kubectl_run(&["create", "serviceaccount", "default", "-n", ns]);
+    }
+    let (status, answer) = token_request(&cp, &hub_token, (ns, "default"));
+    assert_eq!(
+        status, 403,
+        "the hub is refused a token of default: {answer}"
+    );
+    assert!(
+        message(&answer).contains(
+            "\"system:serviceaccount:ecr-refresh:ecr-refresh-hub\" cannot create resource \
+             \"serviceaccounts/token\""
+        ),
+        "refused by RBAC: {answer}"
+    );
 }
