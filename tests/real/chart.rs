@@ -1945,7 +1945,7 @@ fn no_default_region_and_every_helm_recipe_renders_the_region_it_sets() {
                 }
             }
             // A spoke (docs/src/fleets.md) runs nothing, so it has no region: its recipe,
-            // `spoke-helm`, is applied by name (common::docs::recipes).
+            // `spoke-helm`, is applied by name (common::docs::recipes) in chart_lifecycle.rs.
             if command.contains("--set spoke.enabled=true") {
                 continue;
             }
