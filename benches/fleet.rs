@@ -13,7 +13,6 @@
 //! scale.rs's launcher (common/launcher.rs).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use fake_cluster::{FakeCluster, FakeEcr, Resource};
@@ -142,41 +141,22 @@ impl Fleet {
         let ecr_before = self.ecr.calls().len();
         let hub_before = self.hub.request_count();
         let log = self.dir.path().join("ecr-refresh.log");
-        let output = Command::new(std::env::current_exe().expect("the bench's own path"))
-            .arg("--measure")
-            .arg(&log)
-            .arg(env!("CARGO_BIN_EXE_ecr-refresh"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.dir.path())
-            .env("KUBECONFIG", &self.hub_kubeconfig)
-            .envs(self.ecr.client_env(REGION))
-            .env("ECR_REFRESH_REGISTRIES", REGISTRY)
-            .env("ECR_REFRESH_LOG_FORMAT", "json")
-            .env(
-                "ECR_REFRESH_TERMINATION_LOG",
-                self.dir.path().join("termination-log"),
-            )
-            .env(
-                "ECR_REFRESH_CLUSTERS",
-                format!("dir:{}", self.clusters.display()),
-            )
-            .env("ECR_REFRESH_CLUSTERS_CONCURRENCY", concurrency.to_string())
-            .env("ECR_REFRESH_RENEW_BEFORE", renew_before)
-            .env("RUST_LOG", "warn")
-            .output()
-            .expect("the launcher runs");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let fields: Vec<u64> = stdout
-            .split_whitespace()
-            .map(|f| f.parse().expect("the launcher prints numbers"))
-            .collect();
-        let [wall_us, maxrss_kb, cpu_us, code] = fields[..] else {
-            panic!(
-                "launcher failed:\n{stdout}{}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        };
+        let output = launcher::measure(
+            self.dir.path(),
+            &self.hub_kubeconfig,
+            REGISTRY,
+            self.ecr.client_env(REGION),
+        )
+        .env(
+            "ECR_REFRESH_CLUSTERS",
+            format!("dir:{}", self.clusters.display()),
+        )
+        .env("ECR_REFRESH_CLUSTERS_CONCURRENCY", concurrency.to_string())
+        .env("ECR_REFRESH_RENEW_BEFORE", renew_before)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the launcher runs");
+        let [wall_us, maxrss_kb, cpu_us, code] = launcher::measured(&output);
         HUB_REQUESTS.fetch_add(
             self.hub.request_count() - hub_before,
             std::sync::atomic::Ordering::Relaxed,

@@ -269,38 +269,19 @@ impl Fixture {
         let cpu_before = own_cpu();
         let ecr_before = self.ecr.calls().len();
         let log = self.dir.path().join("ecr-refresh.log");
-        let output = Command::new(std::env::current_exe().expect("the bench's own path"))
-            .arg("--measure")
-            .arg(&log)
-            .arg(env!("CARGO_BIN_EXE_ecr-refresh"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.dir.path())
-            .env("KUBECONFIG", &self.kubeconfig)
-            .envs(self.ecr.client_env(REGION))
-            .env("ECR_REFRESH_REGISTRIES", REGISTRY)
-            .env("ECR_REFRESH_LOG_FORMAT", "json")
-            .env(
-                "ECR_REFRESH_TERMINATION_LOG",
-                self.dir.path().join("termination-log"),
-            )
-            .env("ECR_REFRESH_CONCURRENCY", concurrency.to_string())
-            .env("ECR_REFRESH_RENEW_BEFORE", kind.renew_before())
-            .env("ECR_REFRESH_DUAL_STACK", self.dual_stack.to_string())
-            .env("RUST_LOG", "warn")
-            .output()
-            .expect("the launcher runs");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let fields: Vec<u64> = stdout
-            .split_whitespace()
-            .map(|f| f.parse().expect("the launcher prints numbers"))
-            .collect();
-        let [wall_us, maxrss_kb, cpu_us, code] = fields[..] else {
-            panic!(
-                "launcher failed:\n{stdout}{}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        };
+        let output = launcher::measure(
+            self.dir.path(),
+            &self.kubeconfig,
+            REGISTRY,
+            self.ecr.client_env(REGION),
+        )
+        .env("ECR_REFRESH_CONCURRENCY", concurrency.to_string())
+        .env("ECR_REFRESH_RENEW_BEFORE", kind.renew_before())
+        .env("ECR_REFRESH_DUAL_STACK", self.dual_stack.to_string())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the launcher runs");
+        let [wall_us, maxrss_kb, cpu_us, code] = launcher::measured(&output);
         let log_text = std::fs::read_to_string(&log).unwrap_or_default();
         assert_eq!(code, 0, "ecr-refresh exited {code}:\n{log_text}");
         self.check_refreshed(kind);

@@ -3,8 +3,51 @@
 
 use std::fs::File;
 use std::io::Write as _;
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::time::Instant;
+
+/// The launcher measuring one run of the binary, as every bench run has it: a clean
+/// environment but PATH, HOME in `dir`, the cluster's kubeconfig, the fake ECR's `ecr_env`,
+/// `registry`, JSON logs, the termination log and the log file in `dir`. The caller adds its
+/// own variables, runs it and reads the numbers with [`measured`].
+pub(crate) fn measure(
+    dir: &Path,
+    kubeconfig: &Path,
+    registry: &str,
+    ecr_env: impl IntoIterator<Item = (&'static str, String)>,
+) -> Command {
+    let mut command = Command::new(std::env::current_exe().expect("the bench's own path"));
+    command
+        .arg("--measure")
+        .arg(dir.join("ecr-refresh.log"))
+        .arg(env!("CARGO_BIN_EXE_ecr-refresh"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("KUBECONFIG", kubeconfig)
+        .envs(ecr_env)
+        .env("ECR_REFRESH_REGISTRIES", registry)
+        .env("ECR_REFRESH_LOG_FORMAT", "json")
+        .env("ECR_REFRESH_TERMINATION_LOG", dir.join("termination-log"));
+    command
+}
+
+/// What the launcher printed: `[wall_us, maxrss_kb, cpu_us, exit_code]`.
+pub(crate) fn measured(output: &Output) -> [u64; 4] {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let fields: Vec<u64> = stdout
+        .split_whitespace()
+        .map(|f| f.parse().expect("the launcher prints numbers"))
+        .collect();
+    let Ok(fields) = <[u64; 4]>::try_from(fields) else {
+        panic!(
+            "launcher failed:\n{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    fields
+}
 
 /// `--measure LOG PROGRAM`: runs PROGRAM (this process's environment, output to LOG),
 /// waits for it with `wait4`, and prints `wall_us maxrss_kb cpu_us exit_code`.
