@@ -322,8 +322,8 @@ async fn prepare<'a>(config: &'a Config, target: &Target) -> Result<Prepared<'a>
 }
 
 /// Every selected namespace, streamed from the list pages into the writers, each one's `Done`
-/// recorded in `done`. Ends at once, with the error, if the tokens cannot be had: nothing has
-/// been written then, and nothing is; `done` holds the namespaces finished before it.
+/// recorded in `done`. Ends with the error if the tokens cannot be had: no Secret has been
+/// written then, and none is; `done` holds every namespace that ended, in flight ones included.
 async fn refresh_all(
     shared: &Shared<'_>,
     pages: Reads<'_>,
@@ -357,8 +357,8 @@ async fn refresh_all(
         };
         namespaces.record(done);
     };
-    // A token failure drops the list and every namespace in flight: none of them can have
-    // written, since a write needs the tokens.
+    // After a token failure no namespace starts; those in flight end (a write needs the
+    // tokens, so none of their Secrets is written; a fresh one's ServiceAccounts may be).
     let visit = |work| refresh_namespace(shared, work);
     let listing_incomplete = each_namespace(pages, first, driver, visit, record, done).await?;
     done.report.listing_incomplete = listing_incomplete;

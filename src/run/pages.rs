@@ -3,6 +3,7 @@
 //! flight when the shutdown grace runs out is abandoned.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
@@ -32,9 +33,10 @@ pub struct Driver<'a> {
 }
 
 /// Every namespace of `first` and the batches after it, through `visit`, each result handed to
-/// `record` into `recorded`. Ends at once with `visit`'s error, dropping what is in flight;
-/// `recorded` then holds what the namespaces finished before it came to. Returns whether the
-/// namespace list was incomplete.
+/// `record` into `recorded`. After `visit`'s first error nothing new starts and the list is read
+/// no further, but what is in flight is seen through and recorded (a namespace half-way through
+/// its writes is never cut off, and what it wrote is reported), then the error is returned.
+/// Returns whether the namespace list was incomplete.
 pub async fn each_namespace<T, E, R, F, Fut>(
     mut pages: Reads<'_>,
     first: Vec<Work>,
@@ -53,6 +55,8 @@ where
         done,
     } = driver;
     let (mut tx, rx) = mpsc::channel::<Work>(concurrency);
+    // Set by the first error of `visit`: no namespace starts after it.
+    let failed = &AtomicBool::new(false);
 
     let producer = async move {
         let mut undone: Vec<String> = Vec::new();
@@ -60,6 +64,9 @@ where
         let mut page = Some(first);
         while let Some(candidates) = page.take() {
             for work in candidates {
+                if failed.load(Ordering::Relaxed) {
+                    break;
+                }
                 if stop.reason().is_some() {
                     undone.push(work.candidate.name);
                 } else {
@@ -78,6 +85,9 @@ where
                     listing_incomplete = true;
                     warn!(reason, "the namespace list was not read to its end");
                 }
+                break;
+            }
+            if failed.load(Ordering::Relaxed) {
                 break;
             }
             let next = tokio::select! {
@@ -107,20 +117,31 @@ where
     let consumer = async move {
         let mut visits = rx
             .map(|work| async {
+                if failed.load(Ordering::Relaxed) {
+                    return Ok(None);
+                }
                 if stop.reason().is_some() {
-                    return Ok(Visit::Undone(work.candidate.name));
+                    return Ok(Some(Visit::Undone(work.candidate.name)));
                 }
                 let name = work.candidate.name.clone();
                 tokio::select! {
-                    done = visit(work) => done.map(Visit::Done),
-                    () = stop.abandoned() => Ok(Visit::Abandoned(name)),
+                    done = visit(work) => done.map(|done| Some(Visit::Done(done))),
+                    () = stop.abandoned() => Ok(Some(Visit::Abandoned(name))),
                 }
             })
             .buffer_unordered(concurrency);
+        let mut error = None;
         while let Some(visited) = visits.next().await {
-            record_(recorded_, visited?);
+            match visited {
+                Ok(Some(visit)) => record_(recorded_, visit),
+                Ok(None) => {}
+                Err(e) => {
+                    failed.store(true, Ordering::Relaxed);
+                    error.get_or_insert(e);
+                }
+            }
         }
-        Ok(())
+        error.map_or(Ok(()), Err)
     };
 
     let ((undone, listing_incomplete), ()) = futures::try_join!(producer, consumer)?;

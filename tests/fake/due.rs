@@ -587,6 +587,48 @@ fn an_exit_3_run_names_the_service_accounts_it_patched_before_the_token_failed()
     assert!(h.secret("new").is_none());
 }
 
+/// The token fails while another namespace is still giving its ServiceAccount the Secret: that
+/// namespace's patch is seen through, not dropped in flight, and named in the exit-3 message.
+#[test]
+fn an_exit_3_run_names_the_service_accounts_patched_by_a_namespace_in_flight_when_the_token_failed()
+{
+    let h = Harness::new();
+    h.namespaces(&["fresh"]);
+    let accounts = ("ECR_REFRESH_SERVICE_ACCOUNTS", "default");
+    h.run(&[RENEW_8H]).expect_code(0);
+    h.cluster.seed(
+        Resource::ServiceAccounts,
+        json!({ "metadata": { "name": "default", "namespace": "fresh" } }),
+        "kube-controller-manager",
+    );
+    h.cluster.add_namespace("new", &[]);
+    h.ecr.add_fault(EcrFault::AccessDenied, None);
+    // The patch is in flight, both namespaces at once, when the new namespace's token fails.
+    h.cluster.add_fault(fake_cluster::Fault::slow(
+        Some("PATCH"),
+        "^/api/v1/namespaces/fresh/serviceaccounts/default$",
+        Duration::from_millis(1500),
+    ));
+
+    let run = h.run(&[RENEW_8H, accounts, ("ECR_REFRESH_CONCURRENCY", "2")]);
+
+    run.expect_code(3);
+    let account = h
+        .cluster
+        .get(Resource::ServiceAccounts, "fresh", "default")
+        .unwrap();
+    assert_eq!(account["imagePullSecrets"], json!([{ "name": SECRET }]));
+    let last = run.lines.last().unwrap();
+    assert_eq!(last["service_accounts_added"], "fresh/default", "{last}");
+    let message: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.termination_log()).unwrap()).unwrap();
+    assert!(
+        message["error"].as_str().unwrap().contains("fresh/default"),
+        "{message}"
+    );
+    assert!(h.secret("new").is_none());
+}
+
 /// The reads of a run with nothing due, by kind: the one Secret list's pages, the
 /// namespace pages, the GETs of single Secrets, and every other request.
 fn read_counts(requests: &[Recorded]) -> (usize, usize, usize, usize) {
