@@ -230,22 +230,13 @@ impl Builder {
         Ok(builder)
     }
 
-    /// The configuration, from the variables that go together: a group's values must agree,
-    /// and one given without what it needs is refused.
+    /// The configuration: each variable of one field is in it already; this puts in those
+    /// that go together (a group's values must agree, and one given without what it needs is
+    /// refused) and the fields that read more than one variable; a field of one variable is
+    /// not listed here.
     fn finish(self) -> Result<Config, ConfigError> {
-        let Self {
-            given,
-            mut config,
-            evict_stuck_pods,
-            evict_limit,
-            pushgateway_url,
-            pushgateway_labels,
-            assume_role: assume_role_slots,
-            argocd: argocd_slots,
-            roles_anywhere: roles_anywhere_slots,
-            clusters: clusters_slots,
-        } = self;
-        if given.get("ECR_REFRESH_EXCLUDE_NAMESPACES").is_none() {
+        let mut config = self.config;
+        if self.given.get("ECR_REFRESH_EXCLUDE_NAMESPACES").is_none() {
             let selection = &mut config.selection;
             selection.exclude =
                 default_exclusions(std::mem::take(&mut selection.exclude), &selection.include);
@@ -253,9 +244,9 @@ impl Builder {
         config.written = twins(
             &config.registries,
             config.dual_stack,
-            given.get("ECR_REFRESH_DUAL_STACK"),
+            self.given.get("ECR_REFRESH_DUAL_STACK"),
         )?;
-        config.pushgateway = match (pushgateway_url, pushgateway_labels) {
+        config.pushgateway = match (self.pushgateway_url, self.pushgateway_labels) {
             (Some(url), labels) => Some(Pushgateway {
                 url,
                 labels: labels.unwrap_or_default(),
@@ -264,24 +255,25 @@ impl Builder {
             (None, Some(_)) => {
                 return Err(invalid(
                     "ECR_REFRESH_PUSHGATEWAY_LABELS",
-                    given
+                    self.given
                         .get("ECR_REFRESH_PUSHGATEWAY_LABELS")
                         .unwrap_or_default(),
                     "is only used with ECR_REFRESH_PUSHGATEWAY_URL, which is not set".into(),
                 ));
             }
         };
-        config.assume_role = assume_role(assume_role_slots)?;
+        config.assume_role = assume_role(self.assume_role)?;
         config.argocd = argocd(
-            argocd_slots,
-            &given,
+            self.argocd,
+            &self.given,
             &config.secret_name,
             &config.registries,
         )?;
         // A limit without the option is accepted and unused, so that manifests may carry its default.
-        config.evict_stuck_pods = defaulted(evict_stuck_pods).then_some(defaulted(evict_limit));
-        config.roles_anywhere = roles_anywhere::finish(roles_anywhere_slots, &given)?;
-        config.clusters = clusters(clusters_slots, &given)?;
+        config.evict_stuck_pods =
+            defaulted(self.evict_stuck_pods).then_some(defaulted(self.evict_limit));
+        config.roles_anywhere = roles_anywhere::finish(self.roles_anywhere, &self.given)?;
+        config.clusters = clusters(self.clusters, &self.given)?;
         Ok(config)
     }
 }
