@@ -1,8 +1,11 @@
 //! Configuration: read once from the environment into typed values.
 //!
 //! Every value is parsed here, so the rest of the code cannot hold an invalid one: each by its
-//! own entry in [`VARIABLES`] (`variables.rs`, which also holds its default and documentation)
-//! into a `Builder`, whose `finish` puts together the variables that go together. A bad
+//! own entry in [`VARIABLES`] (`variables.rs`, which also holds its default and documentation).
+//! A variable whose value is one field of [`Config`] is that entry and that field: its parse
+//! writes the field. Variables that go together (a role and its external id, the fleet's
+//! source and its namespaces) are parsed into slots of the `Builder`, and `Builder::finish`
+//! puts them together, as it makes every decision that reads more than one variable. A bad
 //! value, or an `ECR_REFRESH_*` variable we do not know, is an error naming the variable, the
 //! value and what is accepted; the run then sends no request.
 
@@ -38,6 +41,10 @@ pub const PREFIX: &str = "ECR_REFRESH_";
 /// Where Kubernetes reads a container's termination message from (terminationMessagePath's
 /// default), when ECR_REFRESH_TERMINATION_LOG is not set.
 pub const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
+
+/// The pull Secret's name when ECR_REFRESH_SECRET_NAME is not set: its entry's default, and
+/// `SecretName::default()`, written once.
+const DEFAULT_SECRET_NAME: &str = "aws-ecr-token";
 
 /// A configuration error: the variable, the value given and what is accepted.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -94,8 +101,12 @@ impl FromStr for Mode {
     }
 }
 
-/// The run's whole configuration.
-#[derive(Debug, Clone)]
+/// The run's whole configuration, from [`Config::from_vars`] or [`Config::from_env`].
+///
+/// Its `Default` is only where parsing starts, not a configuration to run with: every variable
+/// whose default is a value is parsed over it before the values set (`Builder::parse`), so a
+/// field's placeholder (a zero timeout, say) is never observed.
+#[derive(Debug, Clone, Default)]
 pub struct Config {
     pub mode: Mode,
     pub secret_name: SecretName,
@@ -137,35 +148,20 @@ pub struct Config {
     pub clusters: Option<Clusters>,
 }
 
-/// What the variables say, each parsed by its own entry in [`VARIABLES`] into its slot here;
-/// [`Builder::finish`] then puts the variables that go together into the configuration.
+/// What the variables say, each parsed by its own entry in [`VARIABLES`]: straight into its
+/// field of `config`, or into a slot here when it goes together with others;
+/// [`Builder::finish`] then puts those together into the configuration.
 #[derive(Debug, Default)]
 pub(super) struct Builder {
     given: Given,
-    mode: Option<Mode>,
-    secret_name: Option<SecretName>,
-    install: Option<Install>,
-    include: Option<Include>,
-    exclude: Option<Vec<Glob>>,
-    label_selector: Option<LabelSelector>,
-    registries: Option<Vec<RegistryHost>>,
-    dual_stack: Option<bool>,
-    dry_run: Option<bool>,
-    concurrency: Option<usize>,
-    timeout: Option<Duration>,
-    log_format: Option<LogFormat>,
-    service_accounts: Option<Vec<ServiceAccountName>>,
-    verify_login: Option<bool>,
+    config: Config,
     evict_stuck_pods: Option<bool>,
     evict_limit: Option<usize>,
-    renew_before: Option<Duration>,
-    termination_log: Option<PathBuf>,
     pushgateway_url: Option<PushgatewayUrl>,
     pushgateway_labels: Option<GroupingLabels>,
     assume_role: AssumeRoleSlots,
     argocd: ArgoCdSlots,
     roles_anywhere: roles_anywhere::Slots,
-    events: Option<bool>,
     clusters: ClustersSlots,
 }
 
@@ -234,22 +230,23 @@ impl Builder {
         Ok(builder)
     }
 
-    /// The configuration, from the variables that go together: a group's values must agree,
-    /// and one given without what it needs is refused.
+    /// The configuration: each variable of one field is in it already; this puts in those
+    /// that go together (a group's values must agree, and one given without what it needs is
+    /// refused) and the fields that read more than one variable; a field of one variable is
+    /// not listed here.
     fn finish(self) -> Result<Config, ConfigError> {
-        let include = defaulted(self.include);
-        let exclude = match self.given.get("ECR_REFRESH_EXCLUDE_NAMESPACES") {
-            Some(_) => defaulted(self.exclude),
-            None => default_exclusions(defaulted(self.exclude), &include),
-        };
-        let registries = self.registries.unwrap_or_default();
-        let dual_stack = defaulted(self.dual_stack);
-        let written = twins(
-            &registries,
-            dual_stack,
+        let mut config = self.config;
+        if self.given.get("ECR_REFRESH_EXCLUDE_NAMESPACES").is_none() {
+            let selection = &mut config.selection;
+            selection.exclude =
+                default_exclusions(std::mem::take(&mut selection.exclude), &selection.include);
+        }
+        config.written = twins(
+            &config.registries,
+            config.dual_stack,
             self.given.get("ECR_REFRESH_DUAL_STACK"),
         )?;
-        let pushgateway = match (self.pushgateway_url, self.pushgateway_labels) {
+        config.pushgateway = match (self.pushgateway_url, self.pushgateway_labels) {
             (Some(url), labels) => Some(Pushgateway {
                 url,
                 labels: labels.unwrap_or_default(),
@@ -265,42 +262,48 @@ impl Builder {
                 ));
             }
         };
-        let secret_name = defaulted(self.secret_name);
-        let assume_role = assume_role(self.assume_role)?;
-        let argocd = argocd(self.argocd, &self.given, &secret_name, &registries)?;
+        config.assume_role = assume_role(self.assume_role)?;
+        config.argocd = argocd(
+            self.argocd,
+            &self.given,
+            &config.secret_name,
+            &config.registries,
+        )?;
         // A limit without the option is accepted and unused, so that manifests may carry its default.
-        let evict_stuck_pods =
+        config.evict_stuck_pods =
             defaulted(self.evict_stuck_pods).then_some(defaulted(self.evict_limit));
-        let roles_anywhere = roles_anywhere::finish(self.roles_anywhere, &self.given)?;
-        let clusters = clusters(self.clusters, &self.given)?;
-        Ok(Config {
-            mode: defaulted(self.mode),
-            secret_name,
-            selection: Selection {
-                include,
-                exclude,
-                label_selector: self.label_selector,
-            },
-            registries,
-            dual_stack,
-            written,
-            dry_run: defaulted(self.dry_run),
-            concurrency: defaulted(self.concurrency),
-            timeout: defaulted(self.timeout),
-            log_format: defaulted(self.log_format),
-            service_accounts: self.service_accounts.unwrap_or_default(),
-            verify_login: defaulted(self.verify_login),
-            termination_log: self.termination_log,
-            pushgateway,
-            events: defaulted(self.events),
-            renew_before: defaulted(self.renew_before),
-            assume_role,
-            roles_anywhere,
-            install: self.install,
-            argocd,
-            evict_stuck_pods,
-            clusters,
-        })
+        config.roles_anywhere = roles_anywhere::finish(self.roles_anywhere, &self.given)?;
+        config.clusters = clusters(self.clusters, &self.given)?;
+        Ok(config)
+    }
+}
+
+/// A placeholder for [`Config`]'s `Default`, never observed: ECR_REFRESH_LOG_FORMAT's entry
+/// parses its default over it.
+impl Default for LogFormat {
+    fn default() -> Self {
+        Self::Text
+    }
+}
+
+/// A placeholder for [`Config`]'s `Default`, never observed: the entries of
+/// ECR_REFRESH_NAMESPACES and ECR_REFRESH_EXCLUDE_NAMESPACES parse their defaults over it.
+impl Default for Selection {
+    fn default() -> Self {
+        Self {
+            include: Include::All,
+            exclude: Vec::new(),
+            label_selector: None,
+        }
+    }
+}
+
+/// [`DEFAULT_SECRET_NAME`], which is also ECR_REFRESH_SECRET_NAME's default.
+impl Default for SecretName {
+    fn default() -> Self {
+        DEFAULT_SECRET_NAME
+            .parse()
+            .expect("aws-ecr-token is a DNS subdomain name")
     }
 }
 

@@ -1,7 +1,10 @@
 //! Every variable the binary reads, each defined once: its name, default, meaning, the values
 //! it takes and how it is parsed. The parser (`Config::from_vars`), the unknown-variable check,
 //! `--help`, the book's reference page and the tests of manifests and docs all read this one
-//! table, so adding a variable is one entry here (and the field its value goes to).
+//! table. Adding a variable whose value is one field of `Config` is two edits: its entry here,
+//! whose parse writes that field (`b.config.<field>`), and the field. One that goes together
+//! with others writes a slot of the `Builder` instead, and `Builder::finish` puts the group
+//! into its field.
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -30,15 +33,21 @@ pub struct Variable {
     /// true: `default` is a value, parsed as though it were set whenever the variable is not
     /// (the default is written here only). false: `default` says what leaving it unset means.
     pub(super) default_parses: bool,
-    /// Reads a value that is set (as given, not blank) into its slot of the builder; the error
-    /// says what is accepted, and is shown beside the variable's name and the value.
+    /// Reads a value that is set (as given, not blank) into its field of the configuration, or
+    /// its slot of the builder; the error says what is accepted, and is shown beside the
+    /// variable's name and the value.
     pub(super) parse: fn(&str, &mut Builder) -> Result<(), String>,
 }
 
-/// Stores a parsed value in its slot.
-fn put<T>(slot: &mut Option<T>, parsed: Result<T, String>) -> Result<(), String> {
-    *slot = Some(parsed?);
+/// Stores a parsed value in its field of the configuration (or its slot of the builder).
+fn set<T>(field: &mut T, parsed: Result<T, String>) -> Result<(), String> {
+    *field = parsed?;
     Ok(())
+}
+
+/// Stores a parsed value in a field (or slot) that is None while its variable is not set.
+fn put<T>(field: &mut Option<T>, parsed: Result<T, String>) -> Result<(), String> {
+    set(field, parsed.map(Some))
 }
 
 /// A value read by its type's `FromStr`, around blanks trimmed.
@@ -54,15 +63,15 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "refresh, or check: read-only, report per namespace what keeps its pods from pulling from ECR, write nothing (the same as `ecr-refresh check`)",
         accepted: "refresh or check, in any letter case",
         default_parses: true,
-        parse: |v, b| put(&mut b.mode, text(v)),
+        parse: |v, b| set(&mut b.config.mode, text(v)),
     },
     Variable {
         name: "ECR_REFRESH_SECRET_NAME",
-        default: "aws-ecr-token",
+        default: super::DEFAULT_SECRET_NAME,
         meaning: "the pull Secret's name in every namespace (a DNS subdomain name)",
         accepted: "a DNS subdomain name (lowercase letters, digits, '-' and '.', at most 253 characters)",
         default_parses: true,
-        parse: |v, b| put(&mut b.secret_name, text(v)),
+        parse: |v, b| set(&mut b.config.secret_name, text(v)),
     },
     Variable {
         name: "ECR_REFRESH_INSTALL",
@@ -70,7 +79,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "this install's name, recorded on each Secret it writes (ecr-refresh/install); a Secret another install wrote, holding registries this one does not write, is refused and left as it is (give each install its own ECR_REFRESH_SECRET_NAME); a write never removes a recorded name",
         accepted: "1 to 253 characters without spaces",
         default_parses: false,
-        parse: |v, b| put(&mut b.install, text(v)),
+        parse: |v, b| put(&mut b.config.install, text(v)),
     },
     Variable {
         name: "ECR_REFRESH_NAMESPACES",
@@ -78,7 +87,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "comma-separated namespace names and globs (* and ?); literal names need no namespace list, and their Secrets are read by name (per-namespace)",
         accepted: "all, or comma-separated names and globs",
         default_parses: true,
-        parse: |v, b| put(&mut b.include, parse_include(v)),
+        parse: |v, b| set(&mut b.config.selection.include, parse_include(v)),
     },
     // No pod pulls an image in kube-public (the cluster-info ConfigMap) or kube-node-lease (the
     // kubelets' Leases): a Secret there is one more object with a token to keep, serving nothing.
@@ -88,7 +97,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "comma-separated globs taken out of the selection; setting it replaces the default (no pod pulls in those two), and a namespace named literally in ECR_REFRESH_NAMESPACES is never taken out by the default",
         accepted: "comma-separated globs",
         default_parses: true,
-        parse: |v, b| put(&mut b.exclude, parse_list(v, Glob::from_str)),
+        parse: |v, b| {
+            set(
+                &mut b.config.selection.exclude,
+                parse_list(v, Glob::from_str),
+            )
+        },
     },
     Variable {
         name: "ECR_REFRESH_NAMESPACE_SELECTOR",
@@ -96,7 +110,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "label selector for namespaces, evaluated by the API server",
         accepted: "a label selector, like team=a,env!=prod,tier in (web,api),!legacy",
         default_parses: false,
-        parse: |v, b| put(&mut b.label_selector, text(v)),
+        parse: |v, b| put(&mut b.config.selection.label_selector, text(v)),
     },
     Variable {
         name: "ECR_REFRESH_REGISTRIES",
@@ -105,8 +119,8 @@ pub const VARIABLES: &[Variable] = &[
         accepted: "the host forms listed, each suffix in its region's partition; anything else is refused",
         default_parses: false,
         parse: |v, b| {
-            put(
-                &mut b.registries,
+            set(
+                &mut b.config.registries,
                 parse_list(v, RegistryHost::from_str).map(first_of_each),
             )
         },
@@ -117,7 +131,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "true: write each registry's dual-stack host too (<account>.dkr-ecr.<region>.on.aws, ecr-public.aws.com), from the same token",
         accepted: "true or false",
         default_parses: true,
-        parse: |v, b| put(&mut b.dual_stack, parse_bool(v.trim())),
+        parse: |v, b| set(&mut b.config.dual_stack, parse_bool(v.trim())),
     },
     Variable {
         name: "ECR_REFRESH_DRY_RUN",
@@ -125,7 +139,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "true: server-side dry run (dryRun=All); the API server validates every write and stores nothing",
         accepted: "true or false",
         default_parses: true,
-        parse: |v, b| put(&mut b.dry_run, parse_bool(v.trim())),
+        parse: |v, b| set(&mut b.config.dry_run, parse_bool(v.trim())),
     },
     Variable {
         name: "ECR_REFRESH_CONCURRENCY",
@@ -133,7 +147,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "how many namespaces are written at once",
         accepted: "a whole number from 1 to 1024",
         default_parses: true,
-        parse: |v, b| put(&mut b.concurrency, parse_concurrency(v.trim())),
+        parse: |v, b| set(&mut b.config.concurrency, parse_concurrency(v.trim())),
     },
     Variable {
         name: "ECR_REFRESH_TIMEOUT",
@@ -141,7 +155,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "deadline for the whole run (90s, 5m); then nothing new starts and the run reports what it left",
         accepted: "a duration of at least 1s",
         default_parses: true,
-        parse: |v, b| put(&mut b.timeout, parse_timeout(v.trim())),
+        parse: |v, b| set(&mut b.config.timeout, parse_timeout(v.trim())),
     },
     Variable {
         name: "ECR_REFRESH_LOG_FORMAT",
@@ -149,7 +163,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "text or json",
         accepted: "text or json, in any letter case",
         default_parses: true,
-        parse: |v, b| put(&mut b.log_format, text(v)),
+        parse: |v, b| set(&mut b.config.log_format, text(v)),
     },
     Variable {
         name: "ECR_REFRESH_SERVICE_ACCOUNTS",
@@ -158,8 +172,8 @@ pub const VARIABLES: &[Variable] = &[
         accepted: "comma-separated ServiceAccount names (DNS subdomain names)",
         default_parses: false,
         parse: |v, b| {
-            put(
-                &mut b.service_accounts,
+            set(
+                &mut b.config.service_accounts,
                 parse_list(v, ServiceAccountName::from_str).map(first_of_each),
             )
         },
@@ -170,7 +184,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "true: try each token against its registry before writing; refused means exit 3, nothing written",
         accepted: "true or false",
         default_parses: true,
-        parse: |v, b| put(&mut b.verify_login, parse_bool(v.trim())),
+        parse: |v, b| set(&mut b.config.verify_login, parse_bool(v.trim())),
     },
     Variable {
         name: "ECR_REFRESH_EVICT_STUCK_PODS",
@@ -194,7 +208,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "a Secret is rewritten once its token has less than this left (or it is missing, incomplete or edited); 12h or more: every run rewrites every Secret",
         accepted: "a duration above zero",
         default_parses: true,
-        parse: |v, b| put(&mut b.renew_before, parse_renew_before(v.trim())),
+        parse: |v, b| set(&mut b.config.renew_before, parse_renew_before(v.trim())),
     },
     Variable {
         name: "ECR_REFRESH_TERMINATION_LOG",
@@ -202,7 +216,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "where the run's summary is written as JSON, for kubectl describe pod; the default only in a pod, a path set here always",
         accepted: "a file path",
         default_parses: false,
-        parse: |v, b| put(&mut b.termination_log, Ok(PathBuf::from(v))),
+        parse: |v, b| put(&mut b.config.termination_log, Ok(PathBuf::from(v))),
     },
     Variable {
         name: "ECR_REFRESH_PUSHGATEWAY_URL",
@@ -404,7 +418,7 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "true: a Warning Event (events.k8s.io/v1) in each namespace that failed, regarding its Secret; at most 100 per run, then one in the run's own namespace that counts the rest",
         accepted: "true or false",
         default_parses: true,
-        parse: |v, b| put(&mut b.events, parse_bool(v.trim())),
+        parse: |v, b| set(&mut b.config.events, parse_bool(v.trim())),
     },
 ];
 
