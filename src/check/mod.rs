@@ -44,7 +44,7 @@ use crate::run::end::{Finished, NOTHING_SELECTED, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
 use crate::run::stop::Stop;
 use crate::termination;
-pub use findings::{Finding, Group};
+pub use findings::Finding;
 use findings::{SecretState, secret_findings};
 use login::Logins;
 use pods::{Account, Context, Managed};

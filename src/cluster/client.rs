@@ -78,11 +78,6 @@ impl Target {
         }
     }
 
-    /// The API server's URL.
-    pub fn url(&self) -> String {
-        self.config.cluster_url.to_string()
-    }
-
     /// A client of this cluster, with the timeouts and retries every client of ours has;
     /// `throttle_retries: false` answers 429s instead of retrying them (the evictions': an
     /// eviction's 429 is a PodDisruptionBudget saying no, with a Retry-After of 10s, which a
