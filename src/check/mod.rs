@@ -53,6 +53,9 @@ use pods::{Account, Context, Managed};
 const OK: &str = "ok";
 const FINDINGS: &str = "findings";
 
+/// A check's error line when nothing could be checked, of one cluster or a fleet.
+const NOTHING_CHECKED: &str = "check failed: nothing was checked";
+
 /// What one namespace came to.
 struct Checked {
     namespace: String,
@@ -159,14 +162,7 @@ pub async fn run(
         let certificate = certificate_expiry(config.roles_anywhere.as_ref());
         metrics::push(gateway, code, duration, tally, certificate).await;
     };
-    end(
-        config,
-        started,
-        result,
-        "check failed: nothing was checked",
-        push,
-    )
-    .await
+    end(config, started, result, NOTHING_CHECKED, push).await
 }
 
 /// What every namespace's check shares.
