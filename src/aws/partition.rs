@@ -40,7 +40,6 @@ pub struct Partition {
 /// Every partition in a partitions file, in its order.
 #[derive(Debug)]
 pub struct Partitions {
-    version: String,
     entries: Vec<Entry>,
 }
 
@@ -56,7 +55,6 @@ struct Entry {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct File {
-    version: String,
     partitions: Vec<RawPartition>,
 }
 
@@ -131,15 +129,7 @@ impl Partitions {
                 })
             })
             .collect::<Result<_, String>>()?;
-        Ok(Self {
-            version: file.version,
-            entries,
-        })
-    }
-
-    /// The file's format version.
-    pub fn version(&self) -> &str {
-        &self.version
+        Ok(Self { entries })
     }
 
     /// The partition of a region, as the SDK resolves it: listed, else matched, else `aws`.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{Instrument as _, Level, info_span};
 
-use super::{Before, Tally, before, check_cluster, log_summary, metrics};
+use super::{Before, NOTHING_CHECKED, Tally, before, check_cluster, log_summary, metrics};
 use crate::aws::credentials::roles_anywhere::certificate_expiry;
 use crate::cluster::client::Target;
 use crate::config::Config;
@@ -51,14 +51,7 @@ pub(super) async fn run(
         }
         metrics::push(gateway, code, duration, None, certificate).await;
     };
-    end(
-        config,
-        started,
-        result,
-        "check failed: nothing was checked",
-        push,
-    )
-    .await
+    end(config, started, result, NOTHING_CHECKED, push).await
 }
 
 async fn check(config: &Config, clusters: &Clusters, stop: &Stop) -> Result<Fleet, Unavailable> {

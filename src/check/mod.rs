@@ -44,7 +44,7 @@ use crate::run::end::{Finished, NOTHING_SELECTED, Unavailable, end};
 use crate::run::pages::{Driver, Visit, each_namespace};
 use crate::run::stop::Stop;
 use crate::termination;
-pub use findings::{Finding, Group};
+pub use findings::Finding;
 use findings::{SecretState, secret_findings};
 use login::Logins;
 use pods::{Account, Context, Managed};
@@ -52,6 +52,9 @@ use pods::{Account, Context, Managed};
 /// How the log line and the termination message call a namespace with nothing found.
 const OK: &str = "ok";
 const FINDINGS: &str = "findings";
+
+/// A check's error line when nothing could be checked, of one cluster or a fleet.
+const NOTHING_CHECKED: &str = "check failed: nothing was checked";
 
 /// What one namespace came to.
 struct Checked {
@@ -159,14 +162,7 @@ pub async fn run(
         let certificate = certificate_expiry(config.roles_anywhere.as_ref());
         metrics::push(gateway, code, duration, tally, certificate).await;
     };
-    end(
-        config,
-        started,
-        result,
-        "check failed: nothing was checked",
-        push,
-    )
-    .await
+    end(config, started, result, NOTHING_CHECKED, push).await
 }
 
 /// What every namespace's check shares.

@@ -39,12 +39,6 @@ pub enum ListError {
     Expiring { what: &'static str, name: String },
 }
 
-impl ListError {
-    pub fn is_forbidden(&self) -> bool {
-        matches!(self, Self::Forbidden { .. })
-    }
-}
-
 /// The pages of one field-selected list across every namespace (`cluster::pager`). A list
 /// restarted after an expired continue token shows again what it showed before: the caller
 /// visits each namespace once.
@@ -69,11 +63,6 @@ impl<T: Listed> ByName<T> {
             pager: Pager::new(what, "list by name").named(name),
             item: PhantomData,
         }
-    }
-
-    /// Whether pages remain unread.
-    pub fn has_more(&self) -> bool {
-        self.pager.has_more()
     }
 
     /// The next page; None when there are no more.

@@ -45,12 +45,6 @@ pub async fn connect() -> Result<(Client, String), ClusterError> {
     Target::local().await?.client(true)
 }
 
-/// A client as [`connect`]'s, whose 429s are answers and not retried: an eviction's 429 is a
-/// PodDisruptionBudget saying no (with a Retry-After of 10s), which a retry can't change.
-pub async fn connect_without_throttle_retries() -> Result<(Client, String), ClusterError> {
-    Target::local().await?.client(false)
-}
-
 /// A cluster a run works on: where its API server is and what the run is there. The cluster
 /// the run runs in, by kube's inference; or a fleet's spoke, as its ServiceAccount.
 #[derive(Clone)]
@@ -84,13 +78,10 @@ impl Target {
         }
     }
 
-    /// The API server's URL.
-    pub fn url(&self) -> String {
-        self.config.cluster_url.to_string()
-    }
-
     /// A client of this cluster, with the timeouts and retries every client of ours has;
-    /// `throttle_retries: false` answers 429s instead of retrying them (the evictions').
+    /// `throttle_retries: false` answers 429s instead of retrying them (the evictions': an
+    /// eviction's 429 is a PodDisruptionBudget saying no, with a Retry-After of 10s, which a
+    /// retry can't change).
     pub fn client(&self, throttle_retries: bool) -> Result<(Client, String), ClusterError> {
         build(self.config.clone(), self.cluster.clone(), throttle_retries)
     }

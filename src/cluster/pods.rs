@@ -41,7 +41,7 @@ pub async fn unfinished(api: &Api<Pod>) -> Result<Vec<Pod>, PageError> {
 /// that a pod recreated under the same name (a StatefulSet's) is not evicted in its place.
 /// Sent once: a 429 (a PodDisruptionBudget) is the answer, not a reason to retry, and the API
 /// server's Retry-After of 10s is the next run's business. The client given must not retry
-/// 429 itself (`client::connect_without_throttle_retries`).
+/// 429 itself (`Target::client(false)`).
 pub async fn evict(api: &Api<Pod>, name: &str, uid: Option<&str>) -> Result<(), RequestError> {
     let mut params = EvictParams::default();
     if let Some(uid) = uid {

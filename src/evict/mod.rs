@@ -32,7 +32,7 @@ use crate::run::stop::Stop;
 /// What the evictions of one run work with.
 pub struct Evictor<'a> {
     pub config: &'a Config,
-    /// A client that does not retry 429s (`client::connect_without_throttle_retries`).
+    /// A client that does not retry 429s (the cluster's `Target::client(false)`).
     pub client: Client,
     /// AWS_REGION: the caller's own registry's, when none is configured.
     pub region: Option<String>,

@@ -77,15 +77,6 @@ impl FromStr for Auth {
     }
 }
 
-impl Auth {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::TokenRequest => "token-request",
-            Self::Impersonate => "impersonate",
-        }
-    }
-}
-
 /// The name of the cluster a run runs in, when ECR_REFRESH_CLUSTERS names others too.
 pub const LOCAL: &str = "local";
 

@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use futures::{StreamExt as _, stream};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::ListParams;
@@ -148,13 +149,7 @@ pub async fn read(
                 &labels(CAPI_CLUSTER_LABEL, selector),
             )
             .await?;
-            let mut found = Vec::new();
-            for secret in secrets {
-                if let Some(cluster) = capi(secret).await {
-                    found.push(cluster);
-                }
-            }
-            found
+            stream::iter(secrets).filter_map(capi).collect().await
         }
         Source::ArgoCd => {
             let hub = hub.ok_or(SourceError::NoHub)?;
@@ -165,11 +160,7 @@ pub async fn read(
                 &labels(ARGOCD_CLUSTER_LABEL, selector),
             )
             .await?;
-            let mut found = Vec::new();
-            for secret in secrets {
-                found.push(argocd(secret).await);
-            }
-            found
+            stream::iter(secrets).then(argocd).collect().await
         }
         Source::Dir(path) => dir(path).await?,
     };

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, ServiceAccount};
 
 use crate::aws::registry::RegistryHost;
-pub use recovery::{Cause, Recovery, RecoveryContext, cause, recovery};
+pub use recovery::{Recovery, RecoveryContext, recovery};
 
 /// The waiting reasons of a container whose image could not be pulled (kubelet's
 /// pkg/kubelet/images: ErrImagePull, then ImagePullBackOff while it backs off).

@@ -30,7 +30,7 @@ pub(super) const CONTROLLERS: &[&str] = &["ReplicaSet", "StatefulSet", "DaemonSe
 /// repository the credentials may not read) are not, and no Secret fixes them. ECR answers an
 /// expired token with 403 "Your authorization token has expired": the credentials.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
+enum Cause {
     /// No credentials, or credentials the registry no longer takes.
     Credentials,
     /// The image is not there: a missing tag, digest or repository.
@@ -46,7 +46,7 @@ pub enum Cause {
 /// numbers (an account id such as 140123456789, a tag `v1.401.0`, a digest) but no space, so
 /// only a word of its own (`401`, `Unauthorized`, trimmed of the punctuation around it) or a
 /// phrase of words (`no basic auth credentials`) is read as the answer.
-pub fn cause(message: &str) -> Cause {
+fn cause(message: &str) -> Cause {
     let lower = message.to_ascii_lowercase();
     let words: Vec<&str> = lower
         .split_whitespace()

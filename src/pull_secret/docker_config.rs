@@ -80,20 +80,21 @@ pub fn merge(
     // Recorded by our own writes: bare hosts, normalized only in case someone edited the record.
     let ours_before: HashSet<String> = previously_ours.iter().map(|h| normalize(h)).collect();
 
-    let mut kept = Vec::new();
+    // Under `auths` or a variant of it: an entry for a host we write now is replaced by ours;
+    // one for a host we wrote before and no longer do is dropped (and said); any other stays.
     let mut dropped = Vec::new();
-    let mut entries: Vec<(String, Box<RawValue>)> = Vec::new();
-    for (key, value) in auths {
-        if ours_now.iter().any(|host| is_entry_for(&key, host)) {
-            continue;
+    let mut stays = |key: &str| {
+        if ours_now.iter().any(|host| is_entry_for(key, host)) {
+            false
+        } else if ours_before.iter().any(|host| is_entry_for(key, host)) {
+            dropped.push(key.to_owned());
+            false
+        } else {
+            true
         }
-        if ours_before.iter().any(|host| is_entry_for(&key, host)) {
-            dropped.push(key);
-            continue;
-        }
-        kept.push(key.clone());
-        entries.push((key, value));
-    }
+    };
+    let mut entries: Entries = auths.into_iter().filter(|(key, _)| stays(key)).collect();
+    let kept = entries.iter().map(|(key, _)| key.clone()).collect();
     for credential in ours {
         entries.push((
             credential.registry.host().to_owned(),
@@ -113,17 +114,7 @@ pub fn merge(
             let Some(entries) = members(value.as_bytes()) else {
                 continue;
             };
-            let mut others: Entries = Vec::new();
-            for (k, v) in entries {
-                if ours_now.iter().any(|host| is_entry_for(&k, host)) {
-                    continue;
-                }
-                if ours_before.iter().any(|host| is_entry_for(&k, host)) {
-                    dropped.push(k);
-                    continue;
-                }
-                others.push((k, v));
-            }
+            let others: Entries = entries.into_iter().filter(|(k, _)| stays(k)).collect();
             if others.is_empty() {
                 continue;
             }

@@ -5,6 +5,8 @@
 //! resourceVersion read, so a change made since our read fails the test and we read again.
 //! Once only: an entry already there means no write at all. We never create ServiceAccounts.
 
+use std::ops::ControlFlow;
+
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -64,56 +66,29 @@ pub async fn attach(
     account: &ServiceAccountName,
     secret: &SecretName,
     dry_run: bool,
-    mut first: Option<Option<ServiceAccount>>,
+    first: Option<Option<ServiceAccount>>,
 ) -> Result<AccountOutcome, AccountError> {
-    let name = account.as_str();
-    let fail = |action, source| AccountError::new(name, action, source);
-    for _ in 0..ATTEMPTS {
-        let read = match first.take() {
-            Some(listed) => listed,
-            None => retry::send("get serviceaccount", || api.get_opt(name))
-                .await
-                .map_err(|e| fail("read", e))?,
-        };
-        let Some(current) = read else {
-            return Ok(AccountOutcome::Missing);
-        };
+    let outcomes = Outcomes {
+        missing: AccountOutcome::Missing,
+        patched: AccountOutcome::Added,
+        would_patch: AccountOutcome::WouldAdd,
+    };
+    edit(api, account.as_str(), dry_run, first, outcomes, |current| {
         let entries = current.image_pull_secrets.as_deref();
         if entries.is_some_and(|e| e.iter().any(|r| r.name == secret.as_str())) {
-            return Ok(AccountOutcome::Present);
+            return ControlFlow::Break(AccountOutcome::Present);
         }
         let entry = serde_json::json!({ "name": secret.as_str() });
-        let add = match entries {
+        ControlFlow::Continue(vec![match entries {
             None => {
                 serde_json::json!({ "op": "add", "path": "/imagePullSecrets", "value": [entry] })
             }
             Some(_) => {
                 serde_json::json!({ "op": "add", "path": "/imagePullSecrets/-", "value": entry })
             }
-        };
-        let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
-            { "op": "test", "path": "/metadata/resourceVersion", "value": current.metadata.resource_version },
-            add,
-        ]))
-        .expect("a JSON patch of a test and an add op");
-        let patch = Patch::<()>::Json(patch);
-        let params = PatchParams {
-            dry_run,
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        match retry::send("patch serviceaccount", || api.patch(name, &params, &patch)).await {
-            Ok(_) if dry_run => return Ok(AccountOutcome::WouldAdd),
-            Ok(_) => return Ok(AccountOutcome::Added),
-            // The test failed (422) or the object changed (409): read again and decide again.
-            Err(RequestError::Api(s)) if s.is_invalid() || s.is_conflict() => {}
-            Err(RequestError::Api(s)) if s.is_not_found() => return Ok(AccountOutcome::Missing),
-            Err(e) => return Err(fail("patch", e)),
-        }
-    }
-    Err(AccountError::Contended {
-        account: name.to_owned(),
+        }])
     })
+    .await
 }
 
 /// What [`detach`] did to one ServiceAccount.
@@ -136,19 +111,14 @@ pub async fn detach(
     account: &str,
     secret: &SecretName,
     dry_run: bool,
-    mut first: Option<ServiceAccount>,
+    first: Option<ServiceAccount>,
 ) -> Result<Detached, AccountError> {
-    let fail = |action, source| AccountError::new(account, action, source);
-    for _ in 0..ATTEMPTS {
-        let read = match first.take() {
-            Some(listed) => Some(listed),
-            None => retry::send("get serviceaccount", || api.get_opt(account))
-                .await
-                .map_err(|e| fail("read", e))?,
-        };
-        let Some(current) = read else {
-            return Ok(Detached::Missing);
-        };
+    let outcomes = Outcomes {
+        missing: Detached::Missing,
+        patched: Detached::Removed,
+        would_patch: Detached::WouldRemove,
+    };
+    edit(api, account, dry_run, first.map(Some), outcomes, |current| {
         let ours: Vec<usize> = current
             .image_pull_secrets
             .iter()
@@ -158,38 +128,75 @@ pub async fn detach(
             .map(|(i, _)| i)
             .collect();
         if ours.is_empty() {
-            return Ok(Detached::Absent);
+            return ControlFlow::Break(Detached::Absent);
         }
-        let mut ops = vec![serde_json::json!(
-            { "op": "test", "path": "/metadata/resourceVersion", "value": current.metadata.resource_version }
-        )];
         // From the last, so each index still points at the entry it tested.
+        let mut ops = Vec::new();
         for i in ours.iter().rev() {
             let path = format!("/imagePullSecrets/{i}");
             ops.push(serde_json::json!({ "op": "test", "path": format!("{path}/name"), "value": secret.as_str() }));
             ops.push(serde_json::json!({ "op": "remove", "path": path }));
         }
+        ControlFlow::Continue(ops)
+    })
+    .await
+}
+
+/// What an edit came to when the ServiceAccount is gone, and when its patch went through.
+struct Outcomes<T> {
+    missing: T,
+    patched: T,
+    would_patch: T,
+}
+
+/// Every change we make to a ServiceAccount: read it (or take what a list showed: `first`), and
+/// `decide` from it what it comes to with no write (`Break`), or the JSON patch ops to send
+/// (`Continue`), behind a test of the resourceVersion read. The test failed (422) or the object
+/// changed (409): read again and decide again, ATTEMPTS times.
+async fn edit<T: Copy>(
+    api: &Api<ServiceAccount>,
+    name: &str,
+    dry_run: bool,
+    mut first: Option<Option<ServiceAccount>>,
+    outcomes: Outcomes<T>,
+    decide: impl Fn(&ServiceAccount) -> ControlFlow<T, Vec<serde_json::Value>>,
+) -> Result<T, AccountError> {
+    let fail = |action, source| AccountError::new(name, action, source);
+    for _ in 0..ATTEMPTS {
+        let read = match first.take() {
+            Some(listed) => listed,
+            None => retry::send("get serviceaccount", || api.get_opt(name))
+                .await
+                .map_err(|e| fail("read", e))?,
+        };
+        let Some(current) = read else {
+            return Ok(outcomes.missing);
+        };
+        let ops = match decide(&current) {
+            ControlFlow::Break(outcome) => return Ok(outcome),
+            ControlFlow::Continue(ops) => ops,
+        };
+        let test = serde_json::json!(
+            { "op": "test", "path": "/metadata/resourceVersion", "value": current.metadata.resource_version }
+        );
         let patch: json_patch::Patch =
-            serde_json::from_value(serde_json::Value::Array(ops)).expect("test and remove ops");
+            serde_json::from_value(serde_json::Value::Array([vec![test], ops].concat()))
+                .expect("test, add and remove ops");
         let patch = Patch::<()>::Json(patch);
         let params = PatchParams {
             dry_run,
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        match retry::send("patch serviceaccount", || {
-            api.patch(account, &params, &patch)
-        })
-        .await
-        {
-            Ok(_) if dry_run => return Ok(Detached::WouldRemove),
-            Ok(_) => return Ok(Detached::Removed),
+        match retry::send("patch serviceaccount", || api.patch(name, &params, &patch)).await {
+            Ok(_) if dry_run => return Ok(outcomes.would_patch),
+            Ok(_) => return Ok(outcomes.patched),
             Err(RequestError::Api(s)) if s.is_invalid() || s.is_conflict() => {}
-            Err(RequestError::Api(s)) if s.is_not_found() => return Ok(Detached::Missing),
+            Err(RequestError::Api(s)) if s.is_not_found() => return Ok(outcomes.missing),
             Err(e) => return Err(fail("patch", e)),
         }
     }
     Err(AccountError::Contended {
-        account: account.to_owned(),
+        account: name.to_owned(),
     })
 }

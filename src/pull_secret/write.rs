@@ -27,8 +27,7 @@ use crate::pull_secret::install::{self, INSTALL_ANNOTATION, Install, OtherInstal
 
 pub use crate::pull_secret::{
     CREATED_LABEL, DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, FIELD_MANAGER,
-    LAST_APPLIED_ANNOTATION, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION, SECRET_TYPE,
-    last_applied_holds_ours,
+    MANAGED_BY_LABEL, REGISTRIES_ANNOTATION, SECRET_TYPE, last_applied_holds_ours,
 };
 
 /// What every namespace's Secret should hold after this run.
