@@ -59,19 +59,21 @@ impl Finished for Refreshed<'_> {
     }
 
     fn log_summary(&self, elapsed_ms: u64) {
-        let summary = Summary {
-            elapsed_ms,
-            ..self.summary.clone()
-        };
-        log_summary(&self.report, &summary, self.config);
+        log_summary(&self.report, &self.summary(elapsed_ms), self.config);
     }
 
     fn termination_message(&self, elapsed_ms: u64) -> String {
-        let summary = Summary {
+        self.report.termination_message(&self.summary(elapsed_ms))
+    }
+}
+
+impl Refreshed<'_> {
+    /// The run-wide facts, with the run's time as its end measured it.
+    fn summary(&self, elapsed_ms: u64) -> Summary {
+        Summary {
             elapsed_ms,
             ..self.summary.clone()
-        };
-        self.report.termination_message(&summary)
+        }
     }
 }
 
