@@ -84,12 +84,6 @@ pub(super) struct Logins {
     results: Mutex<HashMap<LoginKey, Outcome>>,
 }
 
-impl Default for Logins {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Logins {
     pub(super) fn new() -> Self {
         let client = login::client().map_err(|e| error_chain(&e));
