@@ -90,8 +90,10 @@ impl Tally {
     pub fn nothing_selected(&self) -> bool {
         self.namespaces == 0 && self.unchecked == 0 && !self.listing_incomplete
     }
+}
 
-    pub fn exit_code(&self) -> u8 {
+impl Finished for Tally {
+    fn exit_code(&self) -> u8 {
         if self.with_findings.is_empty()
             && self.argocd_with_findings.is_empty()
             && self.credentials.is_none()
@@ -105,9 +107,13 @@ impl Tally {
         }
     }
 
+    fn log_summary(&self, elapsed_ms: u64) {
+        log_summary(self, elapsed_ms);
+    }
+
     /// The summary as compact JSON under the kubelet's 4096 bytes: the counts always, then as
     /// many namespaces with findings as fit.
-    pub fn termination_message(&self, elapsed_ms: u64) -> String {
+    fn termination_message(&self, elapsed_ms: u64) -> String {
         termination::fit([&self.with_findings], |[listed]| {
             let mut message = serde_json::json!({
                 "mode": "check",
@@ -131,20 +137,6 @@ impl Tally {
             }
             message.to_string()
         })
-    }
-}
-
-impl Finished for Tally {
-    fn exit_code(&self) -> u8 {
-        Tally::exit_code(self)
-    }
-
-    fn log_summary(&self, elapsed_ms: u64) {
-        log_summary(self, elapsed_ms);
-    }
-
-    fn termination_message(&self, elapsed_ms: u64) -> String {
-        Tally::termination_message(self, elapsed_ms)
     }
 }
 
