@@ -162,7 +162,6 @@ struct Shared<'a> {
     config: &'a Config,
     client: Client,
     rules: Rules<'a>,
-    region: Option<String>,
     logins: Logins,
     /// Whether the "pods were not checked" line was logged.
     pods_refused: AtomicBool,
@@ -338,7 +337,6 @@ async fn prepare<'a>(
     target: &Target,
     install: Option<Install>,
 ) -> Result<(Shared<'a>, Reads<'a>, Vec<Work>), Unavailable> {
-    let region = before.region.clone();
     let (client, url) = target.client(true)?;
     let version = client::check(&client, &url).await?;
     // The ServiceAccounts a check reads are those its pods run as: one GET each, as needed.
@@ -357,8 +355,7 @@ async fn prepare<'a>(
     let shared = Shared {
         config,
         client,
-        rules: config.rules(region.clone(), install.or_else(Install::in_cluster)),
-        region,
+        rules: config.rules(before.region.clone(), install.or_else(Install::in_cluster)),
         logins: Logins::new(),
         pods_refused: AtomicBool::new(false),
         accounts_refused: AtomicBool::new(false),
@@ -382,11 +379,6 @@ fn record(tally: &mut Tally, checked: Checked) {
     }
 }
 
-/// The hosts the Secret must hold, and those pods may use: what the refresh writes.
-fn managed(config: &Config, region: Option<&str>, secret: Option<&Secret>) -> Managed {
-    Managed::of(&config.written, config.dual_stack, region, secret)
-}
-
 async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secret>) -> Checked {
     let config = shared.config;
     let secret_name = config.secret_name.as_str();
@@ -408,7 +400,9 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secr
             (None, SecretState::default())
         }
     };
-    let managed = managed(config, shared.region.as_deref(), secret.as_ref());
+    // The hosts the Secret must hold, and those pods may use: what the refresh writes.
+    let region = shared.rules.region.as_deref();
+    let managed = Managed::of(&config.written, config.dual_stack, region, secret.as_ref());
     findings.extend(state.findings.iter().cloned());
 
     let pods = match list_pods(shared, &namespace).await {
