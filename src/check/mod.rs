@@ -32,7 +32,6 @@ use crate::aws::credentials::roles_anywhere::{certificate_expiry, session};
 use crate::aws::credentials::{CredentialError, set_up};
 use crate::aws::sdk;
 use crate::cluster::client::{self, Target};
-use crate::cluster::pager::PageError;
 use crate::cluster::reads::{Read, Reads, Work};
 use crate::cluster::retry;
 use crate::config::Config;
@@ -405,7 +404,8 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secr
     let managed = Managed::of(&config.written, config.dual_stack, region, secret.as_ref());
     findings.extend(state.findings.iter().cloned());
 
-    let pods = match list_pods(shared, &namespace).await {
+    let pods_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let pods = match crate::cluster::pods::unfinished(&pods_api).await {
         Ok(pods) => Some(pods),
         Err(e) if e.code() == Some(403) => {
             if !shared.pods_refused.swap(true, Ordering::Relaxed) {
@@ -462,12 +462,6 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secr
         findings,
         pods_checked: pods.is_some(),
     }
-}
-
-/// The namespace's unfinished pods, every page.
-async fn list_pods(shared: &Shared<'_>, namespace: &str) -> Result<Vec<Pod>, PageError> {
-    let api: Api<Pod> = Api::namespaced(shared.client.clone(), namespace);
-    crate::cluster::pods::unfinished(&api).await
 }
 
 /// The ServiceAccounts that pods using ECR run as, where the pod does not list the Secret
