@@ -527,20 +527,13 @@ struct Line<'a> {
 }
 
 fn log_namespace(line: &Line<'_>, findings: &[Finding]) {
-    let Line {
-        namespace,
-        secret,
-        due,
-        pods_checked,
-        ecr_pods,
-    } = *line;
     if findings.is_empty() {
         info!(
-            namespace,
-            secret,
+            namespace = line.namespace,
+            secret = line.secret,
             outcome = OK,
-            pods_checked,
-            ecr_pods,
+            pods_checked = line.pods_checked,
+            ecr_pods = line.ecr_pods,
             "ok"
         );
         return;
@@ -548,14 +541,14 @@ fn log_namespace(line: &Line<'_>, findings: &[Finding]) {
     let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
     let kinds: Vec<&str> = findings.iter().map(Finding::kind).collect();
     warn!(
-        namespace,
-        secret,
+        namespace = line.namespace,
+        secret = line.secret,
         outcome = FINDINGS,
         findings = %text.join("; "),
         finding_kinds = %kinds.join(","),
-        due,
-        pods_checked,
-        ecr_pods,
+        due = line.due,
+        pods_checked = line.pods_checked,
+        ecr_pods = line.ecr_pods,
         "findings"
     );
 }
