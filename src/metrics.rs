@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use reqwest::Method;
 use tracing::{debug, warn};
 
 use crate::logging::error_chain;
@@ -63,12 +64,12 @@ enum PushError {
 /// Pushes metrics already encoded to a group's URL: PUT (`replace`) replaces the group, POST
 /// only the metrics it sends. Never fails the run: a push that fails is one warning line.
 pub async fn push(url: &str, replace: bool, body: String) {
-    let method = if replace { "PUT" } else { "POST" };
-    match send(url, replace, body).await {
-        Ok(()) => debug!(pushgateway = %url, method, "metrics pushed"),
+    let method = if replace { Method::PUT } else { Method::POST };
+    match send(url, method.clone(), body).await {
+        Ok(()) => debug!(pushgateway = %url, method = method.as_str(), "metrics pushed"),
         Err(e) => warn!(
             pushgateway = %url,
-            method,
+            method = method.as_str(),
             error = %e,
             "could not push the run's metrics; the run itself is unaffected: check \
              ECR_REFRESH_PUSHGATEWAY_URL and that the gateway is reachable from this pod"
@@ -76,18 +77,14 @@ pub async fn push(url: &str, replace: bool, body: String) {
     }
 }
 
-async fn send(url: &str, replace: bool, body: String) -> Result<(), PushError> {
+async fn send(url: &str, method: Method, body: String) -> Result<(), PushError> {
     let client = reqwest::Client::builder()
         .timeout(PUSH_TIMEOUT)
         .connect_timeout(PUSH_TIMEOUT)
         .build()
         .map_err(|e| PushError::Client(error_chain(&e)))?;
-    let request = if replace {
-        client.put(url)
-    } else {
-        client.post(url)
-    };
-    let response = request
+    let response = client
+        .request(method, url)
         .header(reqwest::header::CONTENT_TYPE, prometheus_text::CONTENT_TYPE)
         .body(body)
         .send()

@@ -48,9 +48,7 @@ impl Outcome {
             Self::Fresh => "fresh",
         }
     }
-}
 
-impl Outcome {
     /// What the outcome means, for the reference page of log outcomes.
     pub fn meaning(self) -> &'static str {
         match self {
@@ -176,9 +174,7 @@ impl Evictions {
     pub fn spent(&self) -> usize {
         self.evicted + self.would_evict + self.unanswered
     }
-}
 
-impl Evictions {
     pub fn count(&mut self, outcome: PodOutcome) {
         match outcome {
             PodOutcome::Evicted => self.evicted += 1,

@@ -76,18 +76,18 @@ impl Request<'_> {
 
 /// What a registry answered to a request sent the way it asked.
 pub enum Authenticated {
-    /// The anonymous request was answered 200: the registry asks for no credentials.
-    Anonymous,
-    /// The anonymous request was answered neither 200 nor 401.
-    Unexpected(StatusCode),
-    /// The answer to the request with the credentials, whatever its status; `authorization` is
-    /// the header it carried, for a second request.
-    Sent {
-        /// "basic" or "bearer".
-        scheme: &'static str,
-        response: Response,
+    /// Answered 200: "none" to the anonymous request (the registry asks for no credentials),
+    /// else "basic" or "bearer", how the credentials went.
+    Ok(&'static str),
+    /// The credentials were refused (401 or 403); `authorization` is the header they went in,
+    /// for a second request.
+    Refused {
+        status: u16,
         authorization: SecretString,
     },
+    /// Neither: the anonymous request answered neither 200 nor 401 (`anonymous`), or the one
+    /// with the credentials neither 200 nor a refusal.
+    Unexpected { status: u16, anonymous: bool },
 }
 
 /// Why a request could not be sent the way the registry asked.
@@ -107,7 +107,7 @@ pub enum AuthError {
 /// Sends `request` as docker and containerd do: anonymous first, to learn how the registry
 /// authenticates (its `WWW-Authenticate` challenge); on 401, again with `credentials` as the
 /// challenge asks: Basic, or a Bearer token from the challenge's realm (the distribution spec's
-/// token auth).
+/// token auth). What came of it is judged here, once for both modes' logins.
 pub async fn authenticate(
     client: &Client,
     request: &Request<'_>,
@@ -119,9 +119,14 @@ pub async fn authenticate(
     };
     let anonymous = request.send(client, None).await.map_err(unreachable)?;
     match anonymous.status() {
-        StatusCode::OK => return Ok(Authenticated::Anonymous),
+        StatusCode::OK => return Ok(Authenticated::Ok("none")),
         StatusCode::UNAUTHORIZED => {}
-        status => return Ok(Authenticated::Unexpected(status)),
+        status => {
+            return Ok(Authenticated::Unexpected {
+                status: status.as_u16(),
+                anonymous: true,
+            });
+        }
     }
     let challenge = anonymous
         .headers()
@@ -152,10 +157,16 @@ pub async fn authenticate(
         .send(client, Some(&authorization))
         .await
         .map_err(unreachable)?;
-    Ok(Authenticated::Sent {
-        scheme,
-        response,
-        authorization,
+    Ok(match response.status().as_u16() {
+        200 => Authenticated::Ok(scheme),
+        status @ (401 | 403) => Authenticated::Refused {
+            status,
+            authorization,
+        },
+        status => Authenticated::Unexpected {
+            status,
+            anonymous: false,
+        },
     })
 }
 
@@ -313,44 +324,25 @@ pub async fn login(
         password: password.clone(),
     };
     let endpoint = endpoint.to_owned();
-    let sent = match authenticate(client, &request, &credentials).await {
-        Ok(sent) => sent,
+    match authenticate(client, &request, &credentials).await {
+        Ok(Authenticated::Ok(scheme)) => Ok(scheme),
+        Ok(Authenticated::Refused { status, .. }) => Err(LoginError::Refused { endpoint, status }),
+        Ok(Authenticated::Unexpected { status, .. }) => {
+            Err(LoginError::Unexpected { endpoint, status })
+        }
         Err(AuthError::Unreachable {
             token_service,
             reason,
-        }) => {
-            return Err(LoginError::Unreachable {
-                endpoint: token_service.unwrap_or(endpoint),
-                reason,
-            });
-        }
-        Err(AuthError::Challenge(reason)) => {
-            return Err(LoginError::Challenge { endpoint, reason });
-        }
-        Err(AuthError::TokenRefused { realm, response }) => {
-            return Err(LoginError::TokenRefused {
-                endpoint,
-                realm,
-                status: response.status().as_u16(),
-            });
-        }
-    };
-    let (scheme, response) = match sent {
-        Authenticated::Anonymous => return Ok("none"),
-        Authenticated::Unexpected(status) => {
-            return Err(LoginError::Unexpected {
-                endpoint,
-                status: status.as_u16(),
-            });
-        }
-        Authenticated::Sent {
-            scheme, response, ..
-        } => (scheme, response),
-    };
-    match response.status().as_u16() {
-        200 => Ok(scheme),
-        status @ (401 | 403) => Err(LoginError::Refused { endpoint, status }),
-        status => Err(LoginError::Unexpected { endpoint, status }),
+        }) => Err(LoginError::Unreachable {
+            endpoint: token_service.unwrap_or(endpoint),
+            reason,
+        }),
+        Err(AuthError::Challenge(reason)) => Err(LoginError::Challenge { endpoint, reason }),
+        Err(AuthError::TokenRefused { realm, response }) => Err(LoginError::TokenRefused {
+            endpoint,
+            realm,
+            status: response.status().as_u16(),
+        }),
     }
 }
 

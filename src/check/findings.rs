@@ -247,20 +247,13 @@ pub(super) fn secret_findings(
         state.due = Some(Due::Missing.to_string());
         return state;
     };
-    match write::can_write(secret, policy) {
-        Ok(()) => {}
-        Err(SecretError::WrongType { found, .. }) => {
-            state.findings.push(Finding::WrongType(found));
-            return state;
-        }
-        Err(SecretError::Unreadable(e)) => {
-            state.findings.push(Finding::Unreadable(e.to_string()));
-            return state;
-        }
-        Err(e) => {
-            state.findings.push(Finding::NotWritable(e.to_string()));
-            return state;
-        }
+    if let Err(e) = write::can_write(secret, policy) {
+        state.findings.push(match e {
+            SecretError::WrongType { found, .. } => Finding::WrongType(found),
+            SecretError::Unreadable(e) => Finding::Unreadable(e.to_string()),
+            e => Finding::NotWritable(e.to_string()),
+        });
+        return state;
     }
     let Some(value) = secret.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
         state

@@ -84,12 +84,6 @@ pub(super) struct Logins {
     results: Mutex<HashMap<LoginKey, Outcome>>,
 }
 
-impl Default for Logins {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Logins {
     pub(super) fn new() -> Self {
         let client = login::client().map_err(|e| error_chain(&e));
@@ -142,6 +136,15 @@ fn failed(host: &str, image: &str, error: String) -> Finding {
     }
 }
 
+fn refused(host: &str, image: &str, status: u16, answer: String) -> Finding {
+    Finding::LoginRefused {
+        host: host.to_owned(),
+        image: image.to_owned(),
+        status,
+        answer,
+    }
+}
+
 /// A HEAD of the image's manifest as a runtime sends it: anonymous, then with the credentials
 /// the challenge asks for.
 async fn head_manifest(
@@ -160,56 +163,12 @@ async fn head_manifest(
         url: &url,
         accept: Some(MANIFEST_TYPES),
     };
-    let sent = match login::authenticate(client, &request, credentials).await {
-        Ok(sent) => sent,
-        Err(AuthError::Unreachable {
-            token_service: None,
-            reason,
-        }) => {
-            return Err(failed(
-                host,
-                image,
-                format!("could not be reached: {reason}"),
-            ));
-        }
-        Err(AuthError::Unreachable {
-            token_service: Some(realm),
-            reason,
-        }) => {
-            return Err(failed(
-                host,
-                image,
-                format!("token service {realm}: {reason}"),
-            ));
-        }
-        Err(AuthError::Challenge(reason)) => return Err(failed(host, image, reason)),
-        Err(AuthError::TokenRefused { realm, response }) => {
-            return Err(Finding::LoginRefused {
-                host: host.to_owned(),
-                image: image.to_owned(),
-                status: response.status().as_u16(),
-                answer: format!("token service {realm}: {}", answer(response).await),
-            });
-        }
-    };
-    let (response, authorization) = match sent {
-        Authenticated::Anonymous => return Ok(()),
-        Authenticated::Unexpected(status) => {
-            return Err(failed(
-                host,
-                image,
-                format!("answered HTTP {} to an anonymous HEAD", status.as_u16()),
-            ));
-        }
-        Authenticated::Sent {
-            response,
+    let error = match login::authenticate(client, &request, credentials).await {
+        Ok(Authenticated::Ok(_)) => return Ok(()),
+        Ok(Authenticated::Refused {
+            status,
             authorization,
-            ..
-        } => (response, authorization),
-    };
-    match response.status().as_u16() {
-        200 => Ok(()),
-        status @ (401 | 403) => {
+        }) => {
             // A HEAD answer has no body: a GET asks for the registry's words.
             let answer = match request
                 .send_as(client, Method::GET, Some(&authorization))
@@ -218,19 +177,31 @@ async fn head_manifest(
                 Ok(r) => answer(r).await,
                 Err(e) => error_chain(&e),
             };
-            Err(Finding::LoginRefused {
-                host: host.to_owned(),
-                image: image.to_owned(),
-                status,
-                answer,
-            })
+            return Err(refused(host, image, status, answer));
         }
-        status => Err(failed(
-            host,
-            image,
-            format!("answered HTTP {status} to the HEAD with the Secret's credentials"),
-        )),
-    }
+        Err(AuthError::TokenRefused { realm, response }) => {
+            let status = response.status().as_u16();
+            let answer = format!("token service {realm}: {}", answer(response).await);
+            return Err(refused(host, image, status, answer));
+        }
+        Ok(Authenticated::Unexpected {
+            status,
+            anonymous: true,
+        }) => format!("answered HTTP {status} to an anonymous HEAD"),
+        Ok(Authenticated::Unexpected { status, .. }) => {
+            format!("answered HTTP {status} to the HEAD with the Secret's credentials")
+        }
+        Err(AuthError::Unreachable {
+            token_service: None,
+            reason,
+        }) => format!("could not be reached: {reason}"),
+        Err(AuthError::Unreachable {
+            token_service: Some(realm),
+            reason,
+        }) => format!("token service {realm}: {reason}"),
+        Err(AuthError::Challenge(reason)) => reason,
+    };
+    Err(failed(host, image, error))
 }
 
 /// The registry's answer, one line of it.

@@ -32,7 +32,6 @@ use crate::aws::credentials::roles_anywhere::{certificate_expiry, session};
 use crate::aws::credentials::{CredentialError, set_up};
 use crate::aws::sdk;
 use crate::cluster::client::{self, Target};
-use crate::cluster::pager::PageError;
 use crate::cluster::reads::{Read, Reads, Work};
 use crate::cluster::retry;
 use crate::config::Config;
@@ -90,8 +89,10 @@ impl Tally {
     pub fn nothing_selected(&self) -> bool {
         self.namespaces == 0 && self.unchecked == 0 && !self.listing_incomplete
     }
+}
 
-    pub fn exit_code(&self) -> u8 {
+impl Finished for Tally {
+    fn exit_code(&self) -> u8 {
         if self.with_findings.is_empty()
             && self.argocd_with_findings.is_empty()
             && self.credentials.is_none()
@@ -105,9 +106,13 @@ impl Tally {
         }
     }
 
+    fn log_summary(&self, elapsed_ms: u64) {
+        log_summary(self, elapsed_ms);
+    }
+
     /// The summary as compact JSON under the kubelet's 4096 bytes: the counts always, then as
     /// many namespaces with findings as fit.
-    pub fn termination_message(&self, elapsed_ms: u64) -> String {
+    fn termination_message(&self, elapsed_ms: u64) -> String {
         termination::fit([&self.with_findings], |[listed]| {
             let mut message = serde_json::json!({
                 "mode": "check",
@@ -134,20 +139,6 @@ impl Tally {
     }
 }
 
-impl Finished for Tally {
-    fn exit_code(&self) -> u8 {
-        Tally::exit_code(self)
-    }
-
-    fn log_summary(&self, elapsed_ms: u64) {
-        log_summary(self, elapsed_ms);
-    }
-
-    fn termination_message(&self, elapsed_ms: u64) -> String {
-        Tally::termination_message(self, elapsed_ms)
-    }
-}
-
 /// Runs one check and returns the process exit code.
 pub async fn run(
     config: &Config,
@@ -170,7 +161,6 @@ struct Shared<'a> {
     config: &'a Config,
     client: Client,
     rules: Rules<'a>,
-    region: Option<String>,
     logins: Logins,
     /// Whether the "pods were not checked" line was logged.
     pods_refused: AtomicBool,
@@ -346,7 +336,6 @@ async fn prepare<'a>(
     target: &Target,
     install: Option<Install>,
 ) -> Result<(Shared<'a>, Reads<'a>, Vec<Work>), Unavailable> {
-    let region = before.region.clone();
     let (client, url) = target.client(true)?;
     let version = client::check(&client, &url).await?;
     // The ServiceAccounts a check reads are those its pods run as: one GET each, as needed.
@@ -365,8 +354,7 @@ async fn prepare<'a>(
     let shared = Shared {
         config,
         client,
-        rules: config.rules(region.clone(), install.or_else(Install::in_cluster)),
-        region,
+        rules: config.rules(before.region.clone(), install.or_else(Install::in_cluster)),
         logins: Logins::new(),
         pods_refused: AtomicBool::new(false),
         accounts_refused: AtomicBool::new(false),
@@ -390,11 +378,6 @@ fn record(tally: &mut Tally, checked: Checked) {
     }
 }
 
-/// The hosts the Secret must hold, and those pods may use: what the refresh writes.
-fn managed(config: &Config, region: Option<&str>, secret: Option<&Secret>) -> Managed {
-    Managed::of(&config.written, config.dual_stack, region, secret)
-}
-
 async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secret>) -> Checked {
     let config = shared.config;
     let secret_name = config.secret_name.as_str();
@@ -416,10 +399,13 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secr
             (None, SecretState::default())
         }
     };
-    let managed = managed(config, shared.region.as_deref(), secret.as_ref());
+    // The hosts the Secret must hold, and those pods may use: what the refresh writes.
+    let region = shared.rules.region.as_deref();
+    let managed = Managed::of(&config.written, config.dual_stack, region, secret.as_ref());
     findings.extend(state.findings.iter().cloned());
 
-    let pods = match list_pods(shared, &namespace).await {
+    let pods_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let pods = match crate::cluster::pods::unfinished(&pods_api).await {
         Ok(pods) => Some(pods),
         Err(e) if e.code() == Some(403) => {
             if !shared.pods_refused.swap(true, Ordering::Relaxed) {
@@ -476,12 +462,6 @@ async fn check_namespace(shared: &Shared<'_>, namespace: String, read: Read<Secr
         findings,
         pods_checked: pods.is_some(),
     }
-}
-
-/// The namespace's unfinished pods, every page.
-async fn list_pods(shared: &Shared<'_>, namespace: &str) -> Result<Vec<Pod>, PageError> {
-    let api: Api<Pod> = Api::namespaced(shared.client.clone(), namespace);
-    crate::cluster::pods::unfinished(&api).await
 }
 
 /// The ServiceAccounts that pods using ECR run as, where the pod does not list the Secret
@@ -547,20 +527,13 @@ struct Line<'a> {
 }
 
 fn log_namespace(line: &Line<'_>, findings: &[Finding]) {
-    let Line {
-        namespace,
-        secret,
-        due,
-        pods_checked,
-        ecr_pods,
-    } = *line;
     if findings.is_empty() {
         info!(
-            namespace,
-            secret,
+            namespace = line.namespace,
+            secret = line.secret,
             outcome = OK,
-            pods_checked,
-            ecr_pods,
+            pods_checked = line.pods_checked,
+            ecr_pods = line.ecr_pods,
             "ok"
         );
         return;
@@ -568,14 +541,14 @@ fn log_namespace(line: &Line<'_>, findings: &[Finding]) {
     let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
     let kinds: Vec<&str> = findings.iter().map(Finding::kind).collect();
     warn!(
-        namespace,
-        secret,
+        namespace = line.namespace,
+        secret = line.secret,
         outcome = FINDINGS,
         findings = %text.join("; "),
         finding_kinds = %kinds.join(","),
-        due,
-        pods_checked,
-        ecr_pods,
+        due = line.due,
+        pods_checked = line.pods_checked,
+        ecr_pods = line.ecr_pods,
         "findings"
     );
 }
