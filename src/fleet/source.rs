@@ -139,28 +139,20 @@ pub async fn read(
 ) -> Result<Vec<Found>, SourceError> {
     let selector = selector.map(str::trim).filter(|s| !s.is_empty());
     let namespaces = distinct(namespaces);
+    let secrets = async |own: &str| {
+        let hub = hub.ok_or(SourceError::NoHub)?;
+        list_secrets(hub, source, &namespaces, &labels(own, selector))
+            .await
+            .map(stream::iter)
+    };
     let found = match source {
         Source::Capi => {
-            let hub = hub.ok_or(SourceError::NoHub)?;
-            let secrets = list_secrets(
-                hub,
-                source,
-                &namespaces,
-                &labels(CAPI_CLUSTER_LABEL, selector),
-            )
-            .await?;
-            stream::iter(secrets).filter_map(capi).collect().await
+            let secrets = secrets(CAPI_CLUSTER_LABEL).await?;
+            secrets.filter_map(capi).collect().await
         }
         Source::ArgoCd => {
-            let hub = hub.ok_or(SourceError::NoHub)?;
-            let secrets = list_secrets(
-                hub,
-                source,
-                &namespaces,
-                &labels(ARGOCD_CLUSTER_LABEL, selector),
-            )
-            .await?;
-            stream::iter(secrets).then(argocd).collect().await
+            let secrets = secrets(ARGOCD_CLUSTER_LABEL).await?;
+            secrets.then(argocd).collect().await
         }
         Source::Dir(path) => dir(path).await?,
     };
