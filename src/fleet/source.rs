@@ -82,6 +82,14 @@ impl Found {
             Self::Local => LOCAL,
         }
     }
+
+    /// The spoke of a client configuration, or the cluster refused for why it has none.
+    fn from_config(name: String, config: Result<kube::Config, String>) -> Self {
+        match config {
+            Ok(config) => Self::Spoke(Box::new(Spoke { name, config })),
+            Err(reason) => Self::Refused(Refused { name, reason }),
+        }
+    }
 }
 
 /// The source itself can't be read: the run reaches no cluster (exit 3).
@@ -289,22 +297,17 @@ async fn capi(secret: Secret) -> Option<Named> {
     {
         return None;
     }
-    let name = format!("{namespace}/{cluster}");
-    let origin = format!("Secret {}, key {CAPI_KEY}", secret_name(&secret));
-    let found = match text(&secret, CAPI_KEY) {
-        None => refused(
-            &name,
-            format!("Secret {} has no key {CAPI_KEY}", secret_name(&secret)),
-        ),
-        Some(Err(e)) => refused(&name, format!("Secret {}: {e}", secret_name(&secret))),
+    let secret_name = secret_name(&secret);
+    let origin = format!("Secret {secret_name}, key {CAPI_KEY}");
+    let config = match text(&secret, CAPI_KEY) {
+        None => Err(format!("Secret {secret_name} has no key {CAPI_KEY}")),
+        Some(Err(e)) => Err(format!("Secret {secret_name}: {e}")),
         Some(Ok(yaml)) => match Kubeconfig::from_yaml(yaml) {
-            Err(e) => refused(&name, format!("{origin}: {}", unparsed(&e))),
-            Ok(kc) => match kubeconfig::config(&origin, kc).await {
-                Ok(config) => Found::Spoke(Box::new(Spoke { name, config })),
-                Err(reason) => refused(&name, reason),
-            },
+            Err(e) => Err(format!("{origin}: {}", unparsed(&e))),
+            Ok(kc) => kubeconfig::config(&origin, kc).await,
         },
     };
+    let found = Found::from_config(format!("{namespace}/{cluster}"), config);
     Some(Named { origin, found })
 }
 
@@ -361,13 +364,9 @@ async fn argocd(secret: Secret) -> Named {
         Some(Ok(n)) if !n.trim().is_empty() => n.trim().to_owned(),
         _ => secret_name(&secret),
     };
-    let found = match argocd_config(&secret, &origin).await {
-        Ok(Some(config)) => Found::Spoke(Box::new(Spoke {
-            name: name.clone(),
-            config,
-        })),
-        Ok(None) => Found::Local,
-        Err(reason) => refused(&name, reason),
+    let found = match argocd_config(&secret, &origin).await.transpose() {
+        None => Found::Local,
+        Some(config) => Found::from_config(name, config),
     };
     Named { origin, found }
 }
@@ -492,16 +491,13 @@ async fn dir(path: &Path) -> Result<Vec<Named>, SourceError> {
     let mut found = Vec::new();
     for (name, file, read) in files {
         let origin = format!("file {}", file.display());
-        let cluster = match read {
-            Err(reason) => refused(&name, format!("{origin}: {reason}")),
-            Ok(kc) => match kubeconfig::config_from_file(&origin, kc).await {
-                Ok(config) => Found::Spoke(Box::new(Spoke { name, config })),
-                Err(reason) => refused(&name, reason),
-            },
+        let config = match read {
+            Err(reason) => Err(format!("{origin}: {reason}")),
+            Ok(kc) => kubeconfig::config_from_file(&origin, kc).await,
         };
         found.push(Named {
+            found: Found::from_config(name, config),
             origin,
-            found: cluster,
         });
     }
     Ok(found)
