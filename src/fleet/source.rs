@@ -311,13 +311,6 @@ async fn capi(secret: Secret) -> Option<Named> {
     Some(Named { origin, found })
 }
 
-fn refused(name: &str, reason: String) -> Found {
-    Found::Refused(Refused {
-        name: name.to_owned(),
-        reason,
-    })
-}
-
 /// Why a kubeconfig does not parse, without the parser's own words: a YAML error quotes the
 /// text around it, which may be the credential.
 fn unparsed(e: &KubeconfigError) -> String {
@@ -545,23 +538,24 @@ fn unique(found: Vec<Named>) -> Vec<Found> {
             continue;
         }
         let name = found.name().to_owned();
-        if name == LOCAL {
-            kept.push(refused(
-                &name,
-                format!(
-                    "{origin}: the name {LOCAL} is the cluster this run runs in: rename the cluster"
-                ),
-            ));
-        } else if let Some(other) = first.get(&name) {
-            kept.push(refused(
-                &name,
-                format!(
-                    "{origin}: {other} names a cluster {name:?} too; a name is one cluster: rename one"
-                ),
-            ));
+        let refusal = if name == LOCAL {
+            Some(format!(
+                "the name {LOCAL} is the cluster this run runs in: rename the cluster"
+            ))
         } else {
-            first.insert(name, origin);
-            kept.push(found);
+            first.get(&name).map(|other| {
+                format!("{other} names a cluster {name:?} too; a name is one cluster: rename one")
+            })
+        };
+        match refusal {
+            Some(why) => {
+                let reason = format!("{origin}: {why}");
+                kept.push(Found::Refused(Refused { name, reason }));
+            }
+            None => {
+                first.insert(name, origin);
+                kept.push(found);
+            }
         }
     }
     kept
