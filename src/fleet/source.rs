@@ -469,18 +469,14 @@ fn argocd_kubeconfig(server: String, config: ArgoConfig) -> Kubeconfig {
 
 /// The kubeconfig files of a directory, in file name order.
 async fn dir(path: &Path) -> Result<Vec<Named>, SourceError> {
-    let listed = {
-        let path = path.to_owned();
-        tokio::task::spawn_blocking(move || kubeconfig_files(&path)).await
-    }
-    .map_err(|e| SourceError::Dir {
-        path: path.to_owned(),
-        error: std::io::Error::other(e),
-    })?;
-    let files = listed.map_err(|error| SourceError::Dir {
-        path: path.to_owned(),
-        error,
-    })?;
+    let listing = path.to_owned();
+    let files = tokio::task::spawn_blocking(move || kubeconfig_files(&listing))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        .map_err(|error| SourceError::Dir {
+            path: path.to_owned(),
+            error,
+        })?;
     let mut found = Vec::new();
     for (name, file, read) in files {
         let origin = format!("file {}", file.display());
