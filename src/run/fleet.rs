@@ -146,14 +146,15 @@ where
         .collect()
         .await;
     reached.sort_by(|a, b| a.name.cmp(&b.name));
+    // No token (a refresh's): as for one cluster, the run's error (exit 3), whatever the
+    // clusters that needed none came to.
+    if let Some(i) = reached
+        .iter()
+        .position(|r| matches!(r.result, Err(Unavailable::Tokens { .. })))
+    {
+        reached.swap_remove(i).result?;
+    }
     if !reached.is_empty() && reached.iter().all(|r| r.result.is_err()) {
-        // The tokens failed every cluster they were needed in: that is the run's error (exit 3).
-        if let Some(i) = reached
-            .iter()
-            .position(|r| matches!(r.result, Err(Unavailable::Tokens { .. })))
-        {
-            reached.swap_remove(i).result?;
-        }
         let failed = reached.into_iter().map(|r| r.name).collect();
         return Err(Unavailable::NoClusterReached { failed });
     }
