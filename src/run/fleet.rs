@@ -73,18 +73,15 @@ where
     let found = source::read(client, &clusters.source, &namespaces, selector.as_deref())
         .await
         .map_err(|e| Unavailable::Clusters(e.to_string()))?;
-    let mut targets: Vec<(String, Spoke)> = Vec::new();
-    let mut local_named = false;
-    for found in found {
-        match found {
-            Found::Spoke(spoke) => {
-                let spoke = *spoke;
-                targets.push((spoke.name, Spoke::Remote(Box::new(spoke.config))));
-            }
-            Found::Refused(refused) => targets.push((refused.name, Spoke::Refused(refused.reason))),
-            Found::Local => local_named = true,
-        }
-    }
+    let local_named = found.iter().any(|f| matches!(f, Found::Local));
+    let mut targets: Vec<(String, Spoke)> = found
+        .into_iter()
+        .filter_map(|found| match found {
+            Found::Spoke(spoke) => Some((spoke.name, Spoke::Remote(Box::new(spoke.config)))),
+            Found::Refused(refused) => Some((refused.name, Spoke::Refused(refused.reason))),
+            Found::Local => None,
+        })
+        .collect();
     if let (true, Some((hub, _))) = (clusters.include_local, &hub) {
         targets.push((
             LOCAL.to_owned(),
