@@ -125,10 +125,6 @@ impl Fleet<'_> {
         fleet::failed(&self.clusters, |(report, _)| report.exit_code())
     }
 
-    fn reached(&self) -> usize {
-        fleet::reached(&self.clusters)
-    }
-
     /// Every reached cluster's namespaces, by outcome.
     fn outcomes(&self) -> BTreeMap<Outcome, usize> {
         let mut total = BTreeMap::new();
@@ -156,7 +152,7 @@ impl Finished for Fleet<'_> {
                 tracing::event!(
                     $level,
                     clusters = self.clusters.len(),
-                    clusters_reached = self.reached(),
+                    clusters_reached = fleet::reached(&self.clusters),
                     clusters_failed = failed.len(),
                     failed_clusters = %failed_clusters,
                     namespaces = outcomes.values().sum::<usize>(),
@@ -186,7 +182,7 @@ impl Finished for Fleet<'_> {
             serde_json::json!({
                 "exit_code": self.exit_code(),
                 "clusters": self.clusters.len(),
-                "clusters_reached": self.reached(),
+                "clusters_reached": fleet::reached(&self.clusters),
                 "clusters_failed": failed.len(),
                 "outcomes": outcomes,
                 "failed_clusters": names,
