@@ -225,15 +225,13 @@ async fn list_secrets(
     let params = ListParams::default().labels(labels);
     let mut secrets = BTreeMap::new();
     for namespace in scopes {
+        let pager = Pager::new("secrets", "list cluster secrets");
         let (api, mut pager) = match namespace {
             Some(ns) => (
                 Api::<Secret>::namespaced(hub.clone(), ns),
-                Pager::new("secrets", "list cluster secrets").in_namespace(ns),
+                pager.in_namespace(ns),
             ),
-            None => (
-                Api::<Secret>::all(hub.clone()),
-                Pager::new("secrets", "list cluster secrets"),
-            ),
+            None => (Api::<Secret>::all(hub.clone()), pager),
         };
         let api = &api;
         while let Some(page) = pager
