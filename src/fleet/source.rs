@@ -147,9 +147,11 @@ pub async fn read(
 ) -> Result<Vec<Found>, SourceError> {
     let selector = selector.map(str::trim).filter(|s| !s.is_empty());
     let namespaces = distinct(namespaces);
+    // The Secrets with the source's own label, and the user's.
     let secrets = async |own: &str| {
         let hub = hub.ok_or(SourceError::NoHub)?;
-        list_secrets(hub, source, &namespaces, &labels(own, selector))
+        let labels = selector.map_or(own.to_owned(), |s| format!("{own},{s}"));
+        list_secrets(hub, source, &namespaces, &labels)
             .await
             .map(stream::iter)
     };
@@ -188,14 +190,6 @@ pub async fn read(
 struct Named {
     origin: String,
     found: Found,
-}
-
-/// The label selector of a source: its own label, and the user's.
-fn labels(own: &str, selector: Option<&str>) -> String {
-    match selector {
-        Some(s) => format!("{own},{s}"),
-        None => own.to_owned(),
-    }
 }
 
 fn distinct(namespaces: &[String]) -> Vec<String> {
