@@ -77,10 +77,6 @@ impl Fleet {
         fleet::failed(&self.clusters, Tally::exit_code)
     }
 
-    fn reached(&self) -> usize {
-        fleet::reached(&self.clusters)
-    }
-
     fn tallies(&self) -> impl Iterator<Item = &Tally> {
         self.clusters.iter().filter_map(|c| c.result.as_ref().ok())
     }
@@ -103,7 +99,7 @@ impl Finished for Fleet {
                     $level,
                     mode = "check",
                     clusters = self.clusters.len(),
-                    clusters_reached = self.reached(),
+                    clusters_reached = fleet::reached(&self.clusters),
                     clusters_failed = failed.len(),
                     failed_clusters = %failed_clusters,
                     namespaces,
@@ -130,7 +126,7 @@ impl Finished for Fleet {
                 "mode": "check",
                 "exit_code": self.exit_code(),
                 "clusters": self.clusters.len(),
-                "clusters_reached": self.reached(),
+                "clusters_reached": fleet::reached(&self.clusters),
                 "clusters_failed": failed.len(),
                 "namespaces": namespaces,
                 "ok": ok,

@@ -47,28 +47,23 @@ pub enum SpokeError {
 /// credential sends; with impersonation, none yet.
 pub async fn as_account(
     cluster: &str,
-    kubeconfig: kube::Config,
+    mut kubeconfig: kube::Config,
     account: &SpokeAccount,
     auth: Auth,
 ) -> Result<Target, SpokeError> {
-    match auth {
-        Auth::Impersonate => {
-            let mut config = kubeconfig;
-            config.auth_info.impersonate = Some(account.username());
-            config.auth_info.impersonate_groups = None;
-            Ok(Target::new(config).named(cluster))
-        }
-        Auth::TokenRequest => {
-            let token = request_token(cluster, &kubeconfig, account).await?;
-            let mut config = kubeconfig;
-            // The kubeconfig's user goes whole (a client certificate too): only the token is sent.
-            config.auth_info = AuthInfo {
-                token: Some(token),
-                ..AuthInfo::default()
-            };
-            Ok(Target::new(config).named(cluster))
-        }
-    }
+    kubeconfig.auth_info = match auth {
+        Auth::Impersonate => AuthInfo {
+            impersonate: Some(account.username()),
+            impersonate_groups: None,
+            ..kubeconfig.auth_info
+        },
+        // The kubeconfig's user goes whole (a client certificate too): only the token is sent.
+        Auth::TokenRequest => AuthInfo {
+            token: Some(request_token(cluster, &kubeconfig, account).await?),
+            ..AuthInfo::default()
+        },
+    };
+    Ok(Target::new(kubeconfig).named(cluster))
 }
 
 async fn request_token(

@@ -82,6 +82,14 @@ impl Found {
             Self::Local => LOCAL,
         }
     }
+
+    /// The spoke of a client configuration, or the cluster refused for why it has none.
+    fn from_config(name: String, config: Result<kube::Config, String>) -> Self {
+        match config {
+            Ok(config) => Self::Spoke(Box::new(Spoke { name, config })),
+            Err(reason) => Self::Refused(Refused { name, reason }),
+        }
+    }
 }
 
 /// The source itself can't be read: the run reaches no cluster (exit 3).
@@ -139,28 +147,22 @@ pub async fn read(
 ) -> Result<Vec<Found>, SourceError> {
     let selector = selector.map(str::trim).filter(|s| !s.is_empty());
     let namespaces = distinct(namespaces);
+    // The Secrets with the source's own label, and the user's.
+    let secrets = async |own: &str| {
+        let hub = hub.ok_or(SourceError::NoHub)?;
+        let labels = selector.map_or(own.to_owned(), |s| format!("{own},{s}"));
+        list_secrets(hub, source, &namespaces, &labels)
+            .await
+            .map(stream::iter)
+    };
     let found = match source {
         Source::Capi => {
-            let hub = hub.ok_or(SourceError::NoHub)?;
-            let secrets = list_secrets(
-                hub,
-                source,
-                &namespaces,
-                &labels(CAPI_CLUSTER_LABEL, selector),
-            )
-            .await?;
-            stream::iter(secrets).filter_map(capi).collect().await
+            let secrets = secrets(CAPI_CLUSTER_LABEL).await?;
+            secrets.filter_map(capi).collect().await
         }
         Source::ArgoCd => {
-            let hub = hub.ok_or(SourceError::NoHub)?;
-            let secrets = list_secrets(
-                hub,
-                source,
-                &namespaces,
-                &labels(ARGOCD_CLUSTER_LABEL, selector),
-            )
-            .await?;
-            stream::iter(secrets).then(argocd).collect().await
+            let secrets = secrets(ARGOCD_CLUSTER_LABEL).await?;
+            secrets.then(argocd).collect().await
         }
         Source::Dir(path) => dir(path).await?,
     };
@@ -190,14 +192,6 @@ struct Named {
     found: Found,
 }
 
-/// The label selector of a source: its own label, and the user's.
-fn labels(own: &str, selector: Option<&str>) -> String {
-    match selector {
-        Some(s) => format!("{own},{s}"),
-        None => own.to_owned(),
-    }
-}
-
 fn distinct(namespaces: &[String]) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     namespaces
@@ -225,15 +219,13 @@ async fn list_secrets(
     let params = ListParams::default().labels(labels);
     let mut secrets = BTreeMap::new();
     for namespace in scopes {
+        let pager = Pager::new("secrets", "list cluster secrets");
         let (api, mut pager) = match namespace {
             Some(ns) => (
                 Api::<Secret>::namespaced(hub.clone(), ns),
-                Pager::new("secrets", "list cluster secrets").in_namespace(ns),
+                pager.in_namespace(ns),
             ),
-            None => (
-                Api::<Secret>::all(hub.clone()),
-                Pager::new("secrets", "list cluster secrets"),
-            ),
+            None => (Api::<Secret>::all(hub.clone()), pager),
         };
         let api = &api;
         while let Some(page) = pager
@@ -297,30 +289,18 @@ async fn capi(secret: Secret) -> Option<Named> {
     {
         return None;
     }
-    let name = format!("{namespace}/{cluster}");
-    let origin = format!("Secret {}, key {CAPI_KEY}", secret_name(&secret));
-    let found = match text(&secret, CAPI_KEY) {
-        None => refused(
-            &name,
-            format!("Secret {} has no key {CAPI_KEY}", secret_name(&secret)),
-        ),
-        Some(Err(e)) => refused(&name, format!("Secret {}: {e}", secret_name(&secret))),
+    let secret_name = secret_name(&secret);
+    let origin = format!("Secret {secret_name}, key {CAPI_KEY}");
+    let config = match text(&secret, CAPI_KEY) {
+        None => Err(format!("Secret {secret_name} has no key {CAPI_KEY}")),
+        Some(Err(e)) => Err(format!("Secret {secret_name}: {e}")),
         Some(Ok(yaml)) => match Kubeconfig::from_yaml(yaml) {
-            Err(e) => refused(&name, format!("{origin}: {}", unparsed(&e))),
-            Ok(kc) => match kubeconfig::config(&origin, kc).await {
-                Ok(config) => Found::Spoke(Box::new(Spoke { name, config })),
-                Err(reason) => refused(&name, reason),
-            },
+            Err(e) => Err(format!("{origin}: {}", unparsed(&e))),
+            Ok(kc) => kubeconfig::config(&origin, kc).await,
         },
     };
+    let found = Found::from_config(format!("{namespace}/{cluster}"), config);
     Some(Named { origin, found })
-}
-
-fn refused(name: &str, reason: String) -> Found {
-    Found::Refused(Refused {
-        name: name.to_owned(),
-        reason,
-    })
 }
 
 /// Why a kubeconfig does not parse, without the parser's own words: a YAML error quotes the
@@ -369,13 +349,9 @@ async fn argocd(secret: Secret) -> Named {
         Some(Ok(n)) if !n.trim().is_empty() => n.trim().to_owned(),
         _ => secret_name(&secret),
     };
-    let found = match argocd_config(&secret, &origin).await {
-        Ok(Some(config)) => Found::Spoke(Box::new(Spoke {
-            name: name.clone(),
-            config,
-        })),
-        Ok(None) => Found::Local,
-        Err(reason) => refused(&name, reason),
+    let found = match argocd_config(&secret, &origin).await.transpose() {
+        None => Found::Local,
+        Some(config) => Found::from_config(name, config),
     };
     Named { origin, found }
 }
@@ -485,31 +461,24 @@ fn argocd_kubeconfig(server: String, config: ArgoConfig) -> Kubeconfig {
 
 /// The kubeconfig files of a directory, in file name order.
 async fn dir(path: &Path) -> Result<Vec<Named>, SourceError> {
-    let listed = {
-        let path = path.to_owned();
-        tokio::task::spawn_blocking(move || kubeconfig_files(&path)).await
-    }
-    .map_err(|e| SourceError::Dir {
-        path: path.to_owned(),
-        error: std::io::Error::other(e),
-    })?;
-    let files = listed.map_err(|error| SourceError::Dir {
-        path: path.to_owned(),
-        error,
-    })?;
+    let listing = path.to_owned();
+    let files = tokio::task::spawn_blocking(move || kubeconfig_files(&listing))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        .map_err(|error| SourceError::Dir {
+            path: path.to_owned(),
+            error,
+        })?;
     let mut found = Vec::new();
     for (name, file, read) in files {
         let origin = format!("file {}", file.display());
-        let cluster = match read {
-            Err(reason) => refused(&name, format!("{origin}: {reason}")),
-            Ok(kc) => match kubeconfig::config_from_file(&origin, kc).await {
-                Ok(config) => Found::Spoke(Box::new(Spoke { name, config })),
-                Err(reason) => refused(&name, reason),
-            },
+        let config = match read {
+            Err(reason) => Err(format!("{origin}: {reason}")),
+            Ok(kc) => kubeconfig::config_from_file(&origin, kc).await,
         };
         found.push(Named {
+            found: Found::from_config(name, config),
             origin,
-            found: cluster,
         });
     }
     Ok(found)
@@ -557,23 +526,24 @@ fn unique(found: Vec<Named>) -> Vec<Found> {
             continue;
         }
         let name = found.name().to_owned();
-        if name == LOCAL {
-            kept.push(refused(
-                &name,
-                format!(
-                    "{origin}: the name {LOCAL} is the cluster this run runs in: rename the cluster"
-                ),
-            ));
-        } else if let Some(other) = first.get(&name) {
-            kept.push(refused(
-                &name,
-                format!(
-                    "{origin}: {other} names a cluster {name:?} too; a name is one cluster: rename one"
-                ),
-            ));
+        let refusal = if name == LOCAL {
+            Some(format!(
+                "the name {LOCAL} is the cluster this run runs in: rename the cluster"
+            ))
         } else {
-            first.insert(name, origin);
-            kept.push(found);
+            first.get(&name).map(|other| {
+                format!("{other} names a cluster {name:?} too; a name is one cluster: rename one")
+            })
+        };
+        match refusal {
+            Some(why) => {
+                let reason = format!("{origin}: {why}");
+                kept.push(Found::Refused(Refused { name, reason }));
+            }
+            None => {
+                first.insert(name, origin);
+                kept.push(found);
+            }
         }
     }
     kept

@@ -104,7 +104,7 @@ async fn fleet<'a>(
             Ok((report, summary))
         }
     };
-    let mut clusters = each_cluster(
+    let clusters = each_cluster(
         clusters,
         &clusters.service_account,
         local_install,
@@ -112,14 +112,6 @@ async fn fleet<'a>(
         work,
     )
     .await?;
-    // No token: as for one cluster, exit 3, whatever the clusters that needed none came to.
-    if let Some(i) = clusters
-        .iter()
-        .position(|c| matches!(c.result, Err(Unavailable::Tokens { .. })))
-        && let Err(e) = clusters.swap_remove(i).result
-    {
-        return Err(e);
-    }
     let summary = tokens.summary();
     Ok(Fleet {
         clusters,
@@ -131,10 +123,6 @@ async fn fleet<'a>(
 impl Fleet<'_> {
     fn failed(&self) -> Vec<String> {
         fleet::failed(&self.clusters, |(report, _)| report.exit_code())
-    }
-
-    fn reached(&self) -> usize {
-        fleet::reached(&self.clusters)
     }
 
     /// Every reached cluster's namespaces, by outcome.
@@ -164,7 +152,7 @@ impl Finished for Fleet<'_> {
                 tracing::event!(
                     $level,
                     clusters = self.clusters.len(),
-                    clusters_reached = self.reached(),
+                    clusters_reached = fleet::reached(&self.clusters),
                     clusters_failed = failed.len(),
                     failed_clusters = %failed_clusters,
                     namespaces = outcomes.values().sum::<usize>(),
@@ -194,7 +182,7 @@ impl Finished for Fleet<'_> {
             serde_json::json!({
                 "exit_code": self.exit_code(),
                 "clusters": self.clusters.len(),
-                "clusters_reached": self.reached(),
+                "clusters_reached": fleet::reached(&self.clusters),
                 "clusters_failed": failed.len(),
                 "outcomes": outcomes,
                 "failed_clusters": names,

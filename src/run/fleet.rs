@@ -73,18 +73,15 @@ where
     let found = source::read(client, &clusters.source, &namespaces, selector.as_deref())
         .await
         .map_err(|e| Unavailable::Clusters(e.to_string()))?;
-    let mut targets: Vec<(String, Spoke)> = Vec::new();
-    let mut local_named = false;
-    for found in found {
-        match found {
-            Found::Spoke(spoke) => {
-                let spoke = *spoke;
-                targets.push((spoke.name, Spoke::Remote(Box::new(spoke.config))));
-            }
-            Found::Refused(refused) => targets.push((refused.name, Spoke::Refused(refused.reason))),
-            Found::Local => local_named = true,
-        }
-    }
+    let local_named = found.iter().any(|f| matches!(f, Found::Local));
+    let mut targets: Vec<(String, Spoke)> = found
+        .into_iter()
+        .filter_map(|found| match found {
+            Found::Spoke(spoke) => Some((spoke.name, Spoke::Remote(Box::new(spoke.config)))),
+            Found::Refused(refused) => Some((refused.name, Spoke::Refused(refused.reason))),
+            Found::Local => None,
+        })
+        .collect();
     if let (true, Some((hub, _))) = (clusters.include_local, &hub) {
         targets.push((
             LOCAL.to_owned(),
@@ -146,14 +143,15 @@ where
         .collect()
         .await;
     reached.sort_by(|a, b| a.name.cmp(&b.name));
+    // No token (a refresh's): as for one cluster, the run's error (exit 3), whatever the
+    // clusters that needed none came to.
+    if let Some(i) = reached
+        .iter()
+        .position(|r| matches!(r.result, Err(Unavailable::Tokens { .. })))
+    {
+        reached.swap_remove(i).result?;
+    }
     if !reached.is_empty() && reached.iter().all(|r| r.result.is_err()) {
-        // The tokens failed every cluster they were needed in: that is the run's error (exit 3).
-        if let Some(i) = reached
-            .iter()
-            .position(|r| matches!(r.result, Err(Unavailable::Tokens { .. })))
-        {
-            reached.swap_remove(i).result?;
-        }
         let failed = reached.into_iter().map(|r| r.name).collect();
         return Err(Unavailable::NoClusterReached { failed });
     }
