@@ -10,8 +10,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use common::*;
-use fake_cluster::{FakeCluster, Fault, Recorded, Resource};
+use fake_cluster::{EcrFault, FakeCluster, Fault, Recorded, Resource};
 use serde_json::{Value, json};
+
+const RENEW_8H: (&str, &str) = ("ECR_REFRESH_RENEW_BEFORE", "8h");
 
 /// The kubeconfig's credential in every spoke: the narrowed hub identity the spoke install ships.
 const HUB: &str = "system:serviceaccount:ecr-refresh:ecr-refresh-hub";
@@ -809,4 +811,34 @@ fn at_the_deadline_no_further_spoke_is_begun() {
         .filter_map(|l| l["cluster"].as_str())
         .collect();
     assert_eq!(failed, ["a", "b", "c", "d"], "{}", run.stdout);
+}
+
+/// No token is the run's error (exit 3), as for one cluster, even where another spoke needed
+/// none and was done: a spoke's failure that needs no token is not what is wrong.
+#[test]
+fn no_token_is_the_fleets_exit_3_even_with_a_spoke_that_needed_none() {
+    let fleet = Fleet::with_spokes(&["a", "b"]);
+    fleet.run(&[RENEW_8H]).expect_code(0);
+    fleet.spoke("b").add_namespace("team-c", &[]);
+    fleet.hub.ecr.add_fault(EcrFault::AccessDenied, None);
+
+    let run = fleet.run(&[RENEW_8H]);
+
+    run.expect_code(3);
+    let last = run.lines.last().unwrap();
+    let error = last["error"].as_str().unwrap_or_default();
+    assert!(error.contains("AccessDeniedException"), "{last}");
+    assert!(
+        fleet
+            .spoke("b")
+            .get(Resource::Secrets, "team-c", SECRET)
+            .is_none()
+    );
+    assert!(
+        run.lines
+            .iter()
+            .any(|l| l["cluster"] == "a" && l["outcome"] == "fresh"),
+        "spoke a needed no token:\n{}",
+        run.stdout
+    );
 }
