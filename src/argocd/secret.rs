@@ -21,7 +21,8 @@ use crate::cluster::names::ProjectName;
 use crate::owned::{Owned, OwnedError, Settled, WriteError};
 use crate::pull_secret::due::{self, Decision, Due, Judged, Policy};
 use crate::pull_secret::{
-    EXPIRES_ANNOTATION, FIELD_MANAGER, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION,
+    EXPIRES_ANNOTATION, FIELD_MANAGER, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION, annotation,
+    data_value as value,
 };
 
 /// The Secret's type: Argo CD reads its repository Secrets by label, whatever their type.
@@ -256,20 +257,7 @@ pub fn can_write(current: &Secret, kind: Kind) -> Result<(), NotOurs> {
 }
 
 fn label(secret: &Secret) -> Option<&str> {
-    secret
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(SECRET_TYPE_LABEL))
-        .map(String::as_str)
-}
-
-fn value<'s>(secret: &'s Secret, key: &str) -> Option<&'s [u8]> {
-    secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|v| v.0.as_slice())
+    crate::pull_secret::label(secret, SECRET_TYPE_LABEL)
 }
 
 /// Whether the Secret (None: there is none) is due at `now`: missing, by its recorded expiry
@@ -313,13 +301,9 @@ pub fn reasons(
     };
     let mut reasons: Vec<Due> = due::expiry(secret, policy, now).err().into_iter().collect();
     let host = target.registry.host();
-    let recorded = secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(PASSWORD_DIGEST_ANNOTATION));
+    let recorded = annotation(secret, PASSWORD_DIGEST_ANNOTATION);
     let password_kept =
-        value(secret, PASSWORD).is_some_and(|p| recorded.is_some_and(|d| *d == password_digest(p)));
+        value(secret, PASSWORD).is_some_and(|p| recorded.is_some_and(|d| d == password_digest(p)));
     let enable_oci = value(secret, ENABLE_OCI);
     let project_kept = self::project(target.kind, project)
         .is_none_or(|p| value(secret, PROJECT) == Some(p.as_str().as_bytes()));

@@ -34,6 +34,31 @@ pub const DIGEST_ANNOTATION: &str = "ecr-refresh/auths-sha256";
 /// Where `kubectl apply` keeps a copy of the whole object it applied, password included.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// The value of one of the Secret's annotations.
+pub fn annotation<'s>(secret: &'s Secret, key: &str) -> Option<&'s str> {
+    secret
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// The value of one of the Secret's labels.
+pub fn label<'s>(secret: &'s Secret, key: &str) -> Option<&'s str> {
+    secret
+        .metadata
+        .labels
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// The bytes of one of the Secret's data keys (the pull Secret's: `DATA_KEY`).
+pub fn data_value<'s>(secret: &'s Secret, key: &str) -> Option<&'s [u8]> {
+    secret.data.as_ref()?.get(key).map(|b| b.0.as_slice())
+}
+
 /// The caller's own registry as our last write recorded it, when ECR_REFRESH_REGISTRIES names
 /// none (the account is only known from there): the `recorded` hosts in `region` as ECR names
 /// them, never a dual-stack host. Empty: none recorded yet.
@@ -60,12 +85,7 @@ pub fn own_written(
 
 /// The hosts our last write recorded (`ecr-refresh/registries`), as the kubelet matches them.
 pub fn recorded_hosts(secret: &Secret) -> std::collections::BTreeSet<String> {
-    secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(REGISTRIES_ANNOTATION))
-        .map(String::as_str)
+    annotation(secret, REGISTRIES_ANNOTATION)
         .unwrap_or_default()
         .split(',')
         .map(crate::aws::registry::normalize)
@@ -77,12 +97,7 @@ pub fn recorded_hosts(secret: &Secret) -> std::collections::BTreeSet<String> {
 /// our registries (`hosts`): a copy of a password we replace. Any other last-applied
 /// annotation is someone else's, and stays.
 pub fn last_applied_holds_ours(secret: &Secret, hosts: &[&str]) -> bool {
-    let Some(text) = secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(LAST_APPLIED_ANNOTATION))
-    else {
+    let Some(text) = annotation(secret, LAST_APPLIED_ANNOTATION) else {
         return false;
     };
     let Ok(applied) = serde_json::from_str::<serde_json::Value>(text) else {
