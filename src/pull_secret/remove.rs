@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::pull_secret::docker_config::{self, UnreadableDockerConfig};
-use crate::pull_secret::install::Install;
+use crate::pull_secret::install::{Install, recorded as recorded_install};
 use crate::pull_secret::{CREATED_LABEL, DATA_KEY, FIELD_MANAGER, MANAGED_BY_LABEL};
 use crate::pull_secret::{data_value, label, recorded_hosts};
 
@@ -77,11 +77,6 @@ pub fn created_by_us(secret: &Secret) -> bool {
 /// Whether the Secret carries our mark at all (the label every write sets).
 pub fn managed_by_us(secret: &Secret) -> bool {
     label(secret, MANAGED_BY_LABEL) == Some(FIELD_MANAGER)
-}
-
-/// The install a Secret records as its writer (`ecr-refresh/install`), if any.
-pub fn recorded_install(secret: &Secret) -> Option<&str> {
-    crate::pull_secret::install::recorded(secret)
 }
 
 /// More than one install is recorded on the selected Secrets and none is named: uninstall

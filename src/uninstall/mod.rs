@@ -41,6 +41,7 @@ use crate::cluster::namespaces::{NamespaceError, Origin, Pages};
 use crate::cluster::retry::{self, RequestError};
 use crate::cluster::selection::Selection;
 use crate::config::Config;
+use crate::pull_secret::install::recorded as recorded_install;
 use crate::pull_secret::remove::{self, OUR_PREFIX, Removal};
 use crate::pull_secret::service_accounts::{self, Detached};
 use crate::pull_secret::{DATA_KEY, FIELD_MANAGER, MANAGED_BY_LABEL};
@@ -187,7 +188,7 @@ pub async fn run(config: &Config) -> u8 {
     }
     let install = match remove::whose(
         config.install.as_ref(),
-        secrets.iter().filter_map(remove::recorded_install),
+        secrets.iter().filter_map(recorded_install),
     ) {
         Ok(install) => install,
         Err(e) => {
@@ -210,7 +211,7 @@ pub async fn run(config: &Config) -> u8 {
     for secret in secrets {
         let namespace = secret.metadata.namespace.clone().unwrap_or_default();
         let uid = secret.metadata.uid.clone().unwrap_or_default();
-        let writer = remove::recorded_install(&secret).map(str::to_owned);
+        let writer = recorded_install(&secret).map(str::to_owned);
         let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
         match undo(&api, name, dry_run, install.as_deref(), secret).await {
             Ok((done, detail)) => {
