@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::str::FromStr;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::aws::registry::RegistryHost;
 pub use recovery::{Recovery, RecoveryContext, recovery};
@@ -164,13 +165,18 @@ pub fn account_references(account: &ServiceAccount, secret: &str) -> bool {
 
 /// The pod's controller (`ReplicaSet/web-7d9f8`), or the pod itself.
 pub fn owner(pod: &Pod) -> String {
+    controller(pod)
+        .map(|o| format!("{}/{}", o.kind, o.name))
+        .unwrap_or_else(|| format!("Pod/{}", pod.metadata.name.as_deref().unwrap_or_default()))
+}
+
+/// The owner reference that is the pod's controller, if one is.
+fn controller(pod: &Pod) -> Option<&OwnerReference> {
     pod.metadata
         .owner_references
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true))
-        .map(|o| format!("{}/{}", o.kind, o.name))
-        .unwrap_or_else(|| format!("Pod/{}", pod.metadata.name.as_deref().unwrap_or_default()))
 }
 
 /// Containers waiting on a pull: (container, reason, the kubelet's message), ephemeral

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{
-    Account, Managed, ecr_images, not_wired, references_directly, service_account, serving,
-    stuck_in_template,
+    Account, Managed, controller, ecr_images, not_wired, references_directly, service_account,
+    serving, stuck_in_template,
 };
 
 /// The owners whose controllers recreate an evicted pod, as it was. A Job recreates one too,
@@ -150,13 +150,7 @@ pub fn recovery(pod: &Pod, cx: &RecoveryContext<'_>) -> Option<Recovery> {
          {secret}; a replacement gets {secret} from the ServiceAccount",
         service_account(pod)
     );
-    let controller = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true));
-    match controller {
+    match controller(pod) {
         Some(o) if CONTROLLERS.contains(&o.kind.as_str()) => {
             Some(Recovery::Evict { reason: evict })
         }
