@@ -147,12 +147,17 @@ pub fn service_account(pod: &Pod) -> &str {
         .unwrap_or("default")
 }
 
+/// The names in the pod's own imagePullSecrets, the only list the kubelet reads.
+fn own_pull_secrets(pod: &Pod) -> impl Iterator<Item = &str> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.image_pull_secrets.iter().flatten())
+        .map(|r| r.name.as_str())
+}
+
 /// Whether the pod lists the Secret in its own imagePullSecrets.
 pub fn references_directly(pod: &Pod, secret: &str) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.image_pull_secrets.as_ref())
-        .is_some_and(|l| l.iter().any(|r| r.name == secret))
+    own_pull_secrets(pod).any(|name| name == secret)
 }
 
 /// Whether a ServiceAccount lists the Secret in its imagePullSecrets.
@@ -290,14 +295,7 @@ pub fn not_wired(pod: &Pod, secret: &str, accounts: &HashMap<String, Account>) -
     if references_directly(pod, secret) {
         return None;
     }
-    let own: Vec<&str> = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.image_pull_secrets.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|r| r.name.as_str())
-        .collect();
+    let own: Vec<&str> = own_pull_secrets(pod).collect();
     let account = service_account(pod);
     if !own.is_empty() {
         return Some(format!(
