@@ -292,27 +292,25 @@ impl<'a> Reads<'a> {
             && (listed.unmatched.len() < UNMATCHED_LIMIT || !self.namespaces_open);
         tokio::select! {
             biased;
-            page = self.namespaces.recv(), if self.namespaces_open => match page {
-                Some((Ok(page), more)) => {
-                    self.namespaces_more = more;
-                    Some(Ok(listed.namespace_page(page)))
+            page = self.namespaces.recv(), if self.namespaces_open => {
+                match page {
+                    Some((Ok(page), more)) => {
+                        self.namespaces_more = more;
+                        return Some(Ok(listed.namespace_page(page)));
+                    }
+                    Some((Err(e), _)) => {
+                        error!(error = %e, "namespace list stopped: namespaces on later pages are left out of this run");
+                        self.incomplete = true;
+                    }
+                    None => {}
                 }
-                Some((Err(e), _)) => {
-                    error!(error = %e, "namespace list stopped: namespaces on later pages are left out of this run");
-                    self.incomplete = true;
-                    self.namespaces_open = false;
-                    self.namespaces_more = false;
-                    listed.unmatched.clear();
-                    Some(Ok(Vec::new()))
-                }
-                None => {
-                    // Read to its end: a Secret whose namespace it did not show is not ours.
-                    self.namespaces_open = false;
-                    self.namespaces_more = false;
-                    listed.unmatched.clear();
-                    Some(Ok(Vec::new()))
-                }
-            },
+                // The namespace list is over, read to its end or broken off: a Secret whose
+                // namespace it did not show is not this run's.
+                self.namespaces_open = false;
+                self.namespaces_more = false;
+                listed.unmatched.clear();
+                Some(Ok(Vec::new()))
+            }
             page = next_page(&mut listed.secrets), if take_secrets => match page {
                 Some(Ok(page)) => Some(Ok(listed.secret_page(page, self.namespaces_open))),
                 Some(Err(e)) => {
