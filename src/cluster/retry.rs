@@ -128,7 +128,7 @@ impl RequestError {
             Self::Api(s) if matches!(s.code, 500 | 502) => Retry::Bounded,
             // Until the grace is over, not the call's deadline: see RESTART_GRACE.
             Self::Api(s) if s.code == 403 && restarted_lately => Retry::WhileRestarting,
-            Self::Client(e) if is_connection_failure(e) => Retry::UntilDeadline,
+            Self::Client(e) if lost_connection(e) => Retry::UntilDeadline,
             Self::Client(kube::Error::HyperError(_) | kube::Error::Service(_)) => Retry::Bounded,
             _ => Retry::No,
         }
@@ -149,10 +149,6 @@ enum Retry {
 /// Whether the connection could not be made or was lost: refused, reset, closed before the
 /// answer was complete, or timed out. Anywhere in the error's chain of causes, since kube, the
 /// buffer layer and hyper each wrap it.
-fn is_connection_failure(e: &kube::Error) -> bool {
-    lost_connection(e)
-}
-
 fn lost_connection(e: &(dyn std::error::Error + 'static)) -> bool {
     use std::io::ErrorKind;
     if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -245,7 +241,7 @@ where
                 });
             }
         };
-        if matches!(&error, RequestError::Client(e) if is_connection_failure(e)) {
+        if matches!(&error, RequestError::Client(e) if lost_connection(e)) {
             connection_lost_now();
         }
         let retry = error.retry(restarted_lately());
