@@ -226,17 +226,19 @@ where
     // What the try before this one failed with: when the deadline cuts a retry short, the
     // error that made us retry says more than the timeout.
     let mut previous: Option<RequestError> = None;
+    // The last error, and that it was not for want of trying.
+    let gave_up = |tries, last| RequestError::GaveUp {
+        tries,
+        elapsed: started.elapsed(),
+        last: Box::new(last),
+    };
     loop {
         let error = match tokio::time::timeout_at(deadline, send()).await {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(e)) => RequestError::from(e),
             Err(_) => {
                 return Err(match previous {
-                    Some(last) => RequestError::GaveUp {
-                        tries: attempt,
-                        elapsed: started.elapsed(),
-                        last: Box::new(last),
-                    },
+                    Some(last) => gave_up(attempt, last),
                     None => RequestError::Timeout(budget),
                 });
             }
@@ -252,13 +254,8 @@ where
         let out_of_tries = retry == Retry::Bounded && attempt >= ATTEMPTS;
         let out_of_time = tokio::time::Instant::now() + delay >= deadline;
         if out_of_tries || out_of_time {
-            // The last error, and that it was not for want of trying.
             return Err(if attempt > 1 {
-                RequestError::GaveUp {
-                    tries: attempt,
-                    elapsed: started.elapsed(),
-                    last: Box::new(error),
-                }
+                gave_up(attempt, error)
             } else {
                 error
             });
