@@ -302,10 +302,9 @@ async fn remove_last_applied(
                 return Err(owned::failed("remove the last-applied annotation of", e));
             }
         }
-        match retry::send("get secret", || api.get_opt(name)).await {
-            Ok(Some(again)) => seen = again,
-            Ok(None) => return Ok(false),
-            Err(e) => return Err(owned::failed("read", e)),
+        match owned::read::<SecretError>(api, name).await? {
+            Some(again) => seen = again,
+            None => return Ok(false),
         }
     }
     Err(owned::contended())
