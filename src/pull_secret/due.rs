@@ -110,9 +110,7 @@ impl Due {
             Self::LastAppliedHoldsPassword => "last-applied-holds-password",
         }
     }
-}
 
-impl Due {
     /// What the reason means for the Secret's pulls, and what the next refresh does about it:
     /// how a check explains it.
     pub fn meaning(&self) -> &'static str {
