@@ -172,13 +172,7 @@ pub async fn check(client: &Client, url: &str) -> Result<String, ClusterError> {
 // A process runs once, so a process-wide count is the run's count; a fleet's are counted by
 // cluster too (each cluster's clients are built `Target::named`).
 const METHODS: [&str; 5] = ["GET", "POST", "PATCH", "PUT", "other"];
-static API_REQUESTS: [AtomicU64; 5] = [
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-];
+static API_REQUESTS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 static BY_CLUSTER: std::sync::Mutex<Vec<(String, [u64; 5])>> = std::sync::Mutex::new(Vec::new());
 
 /// Counts one request on its way to the API server; passes it on unchanged.
