@@ -6,13 +6,14 @@
 
 mod recovery;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::str::FromStr;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::aws::registry::RegistryHost;
+use crate::pull_secret::{own_recorded, own_written, recorded_hosts};
 pub use recovery::{Recovery, RecoveryContext, recovery};
 
 /// The waiting reasons of a container whose image could not be pulled (kubelet's
@@ -44,14 +45,12 @@ impl Managed {
         let mut any_in_region = None;
         let hosts = if written.is_empty() {
             // The caller's own registry: the account is only known from our last write.
-            let recorded = secret
-                .map(crate::pull_secret::recorded_hosts)
-                .unwrap_or_default();
-            let own = crate::pull_secret::own_recorded(&recorded, region);
+            let recorded = secret.map(recorded_hosts).unwrap_or_default();
+            let own = own_recorded(&recorded, region);
             if own.is_empty() {
                 any_in_region = region.map(str::to_owned);
             }
-            crate::pull_secret::own_written(own, dual_stack)
+            own_written(own, dual_stack)
         } else {
             written.to_vec()
         };
@@ -274,10 +273,7 @@ impl Account {
 
 /// The ServiceAccounts whose lists decide for `pods`: those they run as, for the pods that do
 /// not list `secret` themselves. Check and the evictions read exactly these.
-pub fn deciding_accounts<'a>(
-    pods: &[&'a Pod],
-    secret: &str,
-) -> std::collections::BTreeSet<&'a str> {
+pub fn deciding_accounts<'a>(pods: &[&'a Pod], secret: &str) -> BTreeSet<&'a str> {
     pods.iter()
         .filter(|p| !references_directly(p, secret))
         .map(|p| service_account(p))
