@@ -181,22 +181,18 @@ impl Settled {
         }
     }
 
-    /// What our create came to: `uid` is the created Secret's, `deleted_uid` the one deleted
-    /// between our read and our write (then it was `recreated`). A dry run's create stores
-    /// nothing: the uid in its answer belongs to no Secret.
-    pub fn created(
-        dry_run: bool,
-        uid: Option<String>,
-        deleted_uid: Option<String>,
-        expires_at: Option<SystemTime>,
-    ) -> Self {
+    /// What our create of `owned` came to: `uid` is the created Secret's, `deleted_uid` the one
+    /// deleted between our read and our write (then it was `recreated`). A dry run's create
+    /// stores nothing: the uid in its answer belongs to no Secret.
+    fn created(owned: &impl Owned, uid: Option<String>, deleted_uid: Option<String>) -> Self {
+        let dry_run = owned.dry_run();
         let outcome = match (dry_run, &deleted_uid) {
             (true, _) => Outcome::WouldCreate,
             (false, Some(_)) => Outcome::Recreated,
             (false, None) => Outcome::Created,
         };
         Self {
-            expires_at,
+            expires_at: owned.expiry(),
             ..Self::new(outcome, deleted_uid, uid.filter(|_| !dry_run))
         }
     }
@@ -271,9 +267,7 @@ pub async fn write<O: Owned>(
                 secret = name,
                 "our create's answer was lost; the Secret found is the one it created"
             );
-            let (dry_run, expiry) = (owned.dry_run(), owned.expiry());
-            let uid = current.metadata.uid;
-            return Ok(Settled::created(dry_run, uid, deleted_uid, expiry));
+            return Ok(Settled::created(owned, current.metadata.uid, deleted_uid));
         }
         let uid = current.metadata.uid.clone();
         match apply(api, owned, &current).await? {
@@ -334,9 +328,8 @@ async fn create<O: Owned>(
         api.create(&params, &body)
     })
     .await;
-    let (dry_run, expiry) = (owned.dry_run(), owned.expiry());
     let settled = match sent {
-        Ok(created) => Settled::created(dry_run, created.metadata.uid, deleted_uid, expiry),
+        Ok(created) => Settled::created(owned, created.metadata.uid, deleted_uid),
         Err(RequestError::Api(s)) if s.is_already_exists() => {
             let sent = (tries > 1).then(|| body.data.unwrap_or_default());
             return Ok(Created::AppearedMeanwhile(sent));

@@ -21,7 +21,8 @@ use crate::cluster::names::ProjectName;
 use crate::owned::{Owned, OwnedError, Settled, WriteError};
 use crate::pull_secret::due::{self, Decision, Due, Judged, Policy};
 use crate::pull_secret::{
-    EXPIRES_ANNOTATION, FIELD_MANAGER, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION,
+    EXPIRES_ANNOTATION, FIELD_MANAGER, MANAGED_BY_LABEL, REGISTRIES_ANNOTATION, annotation,
+    data_value as value,
 };
 
 /// The Secret's type: Argo CD reads its repository Secrets by label, whatever their type.
@@ -256,20 +257,7 @@ pub fn can_write(current: &Secret, kind: Kind) -> Result<(), NotOurs> {
 }
 
 fn label(secret: &Secret) -> Option<&str> {
-    secret
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(SECRET_TYPE_LABEL))
-        .map(String::as_str)
-}
-
-fn value<'s>(secret: &'s Secret, key: &str) -> Option<&'s [u8]> {
-    secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|v| v.0.as_slice())
+    crate::pull_secret::label(secret, SECRET_TYPE_LABEL)
 }
 
 /// Whether the Secret (None: there is none) is due at `now`: missing, by its recorded expiry
@@ -312,27 +300,17 @@ pub fn reasons(
         return vec![Due::Missing];
     };
     let mut reasons: Vec<Due> = due::expiry(secret, policy, now).err().into_iter().collect();
+    // Every key a write puts in, as it puts it; the password, as found, only if our digest
+    // says it is the one we wrote (a missing one is not: the key is in what a write puts in).
     let host = target.registry.host();
-    let recorded = secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(PASSWORD_DIGEST_ANNOTATION));
-    let password_kept =
-        value(secret, PASSWORD).is_some_and(|p| recorded.is_some_and(|d| *d == password_digest(p)));
-    let enable_oci = value(secret, ENABLE_OCI);
-    let project_kept = self::project(target.kind, project)
-        .is_none_or(|p| value(secret, PROJECT) == Some(p.as_str().as_bytes()));
+    let password = value(secret, PASSWORD).unwrap_or_default();
+    let written = data(target.kind, repo_type, project, host, password);
+    let digest = annotation(secret, PASSWORD_DIGEST_ANNOTATION);
     let ours_as_written = label(secret) == Some(target.kind.label())
-        && value(secret, URL) == Some(target.kind.url(repo_type, host).as_bytes())
-        && project_kept
-        && value(secret, USERNAME_KEY) == Some(USERNAME.as_bytes())
-        && value(secret, TYPE) == Some(repo_type.as_str().as_bytes())
-        && match repo_type {
-            RepoType::Helm => enable_oci == Some(b"true".as_slice()),
-            RepoType::Oci => true,
-        }
-        && password_kept;
+        && written
+            .iter()
+            .all(|(key, v)| value(secret, key) == Some(v.0.as_slice()))
+        && digest == Some(password_digest(password).as_str());
     if !ours_as_written {
         reasons.push(Due::EntriesChanged);
     }

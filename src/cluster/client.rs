@@ -83,52 +83,45 @@ impl Target {
     /// eviction's 429 is a PodDisruptionBudget saying no, with a Retry-After of 10s, which a
     /// retry can't change).
     pub fn client(&self, throttle_retries: bool) -> Result<(Client, String), ClusterError> {
-        build(self.config.clone(), self.cluster.clone(), throttle_retries)
+        let (mut config, cluster) = (self.config.clone(), self.cluster.clone());
+        config.default_retry = false;
+        config.connect_timeout = Some(CONNECT_TIMEOUT);
+        config.read_timeout = Some(ATTEMPT_TIMEOUT);
+        config.write_timeout = Some(ATTEMPT_TIMEOUT);
+        let environment = ["HTTPS_PROXY", "https_proxy"]
+            .iter()
+            .filter_map(|v| std::env::var(v).ok())
+            .find(|v| !v.trim().is_empty());
+        config.proxy_url = proxy_for_cluster(
+            &config.cluster_url,
+            config.proxy_url.take(),
+            environment.as_deref(),
+            &Matcher::from_env(),
+        );
+        let url = config.cluster_url.to_string();
+        let policy = RetryPolicy::new(
+            THROTTLE_FIRST_DELAY,
+            THROTTLE_MAX_DELAY,
+            if throttle_retries {
+                THROTTLE_RETRIES
+            } else {
+                0
+            },
+            true,
+        )
+        .expect("the throttling backoff's bounds are valid");
+        let client = ClientBuilder::try_from(config)
+            .map_err(ClusterError::Client)?
+            // Innermost: counts every HTTP attempt, retries included, for the run's metrics.
+            .with_layer(&tower::util::MapRequestLayer::new(move |request| {
+                count_request(cluster.as_deref(), request)
+            }))
+            // Retry needs a service it can clone: the buffer is one.
+            .with_layer(&BufferLayer::new(1024))
+            .with_layer(&RetryLayer::new(policy))
+            .build();
+        Ok((client, url))
     }
-}
-
-fn build(
-    mut config: kube::Config,
-    cluster: Option<String>,
-    throttle_retries: bool,
-) -> Result<(Client, String), ClusterError> {
-    config.default_retry = false;
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(ATTEMPT_TIMEOUT);
-    config.write_timeout = Some(ATTEMPT_TIMEOUT);
-    let environment = ["HTTPS_PROXY", "https_proxy"]
-        .iter()
-        .filter_map(|v| std::env::var(v).ok())
-        .find(|v| !v.trim().is_empty());
-    config.proxy_url = proxy_for_cluster(
-        &config.cluster_url,
-        config.proxy_url.take(),
-        environment.as_deref(),
-        &Matcher::from_env(),
-    );
-    let url = config.cluster_url.to_string();
-    let policy = RetryPolicy::new(
-        THROTTLE_FIRST_DELAY,
-        THROTTLE_MAX_DELAY,
-        if throttle_retries {
-            THROTTLE_RETRIES
-        } else {
-            0
-        },
-        true,
-    )
-    .expect("the throttling backoff's bounds are valid");
-    let client = ClientBuilder::try_from(config)
-        .map_err(ClusterError::Client)?
-        // Innermost: counts every HTTP attempt, retries included, for the run's metrics.
-        .with_layer(&tower::util::MapRequestLayer::new(move |request| {
-            count_request(cluster.as_deref(), request)
-        }))
-        // Retry needs a service it can clone: the buffer is one.
-        .with_layer(&BufferLayer::new(1024))
-        .with_layer(&RetryLayer::new(policy))
-        .build();
-    Ok((client, url))
 }
 
 /// The proxy to reach the API server through. kube takes a kubeconfig's `proxy-url`, else
@@ -172,13 +165,7 @@ pub async fn check(client: &Client, url: &str) -> Result<String, ClusterError> {
 // A process runs once, so a process-wide count is the run's count; a fleet's are counted by
 // cluster too (each cluster's clients are built `Target::named`).
 const METHODS: [&str; 5] = ["GET", "POST", "PATCH", "PUT", "other"];
-static API_REQUESTS: [AtomicU64; 5] = [
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-    AtomicU64::new(0),
-];
+static API_REQUESTS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 static BY_CLUSTER: std::sync::Mutex<Vec<(String, [u64; 5])>> = std::sync::Mutex::new(Vec::new());
 
 /// Counts one request on its way to the API server; passes it on unchanged.

@@ -11,8 +11,8 @@
 //! Best effort: an Event that cannot be written is one warning line per run (one for
 //! refusals, one for anything else), never a failure of the run.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -157,10 +157,7 @@ impl Events {
             return;
         }
         if self.claimed.fetch_add(1, Ordering::Relaxed) >= LIMIT {
-            self.unreported
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(failure.namespace.to_owned());
+            self.unreported().push(failure.namespace.to_owned());
             return;
         }
         let event = event(&failure, SystemTime::now(), &self.instance);
@@ -170,12 +167,7 @@ impl Events {
     /// The summary of the failures past LIMIT, if there were any: one Event in the run's
     /// own namespace, regarding the Secret there, that counts and names them.
     pub async fn summarize(&self) {
-        let mut unreported = std::mem::take(
-            &mut *self
-                .unreported
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let mut unreported = std::mem::take(&mut *self.unreported());
         if unreported.is_empty() {
             return;
         }
@@ -204,6 +196,13 @@ impl Events {
                 &format!("no answer within {}s", SUMMARY_TIMEOUT.as_secs()),
             );
         }
+    }
+
+    /// The failed namespaces past LIMIT, whatever a task that panicked holding them left.
+    fn unreported(&self) -> MutexGuard<'_, Vec<String>> {
+        self.unreported
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     async fn create(&self, namespace: &str, event: &Event) {

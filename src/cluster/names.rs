@@ -3,18 +3,19 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// An RFC 1123 label's characters: lowercase letters, digits and '-', with a letter or digit
+/// at either end.
+fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
 /// A DNS subdomain (RFC 1123): what Secret and ServiceAccount names must be.
 fn check_subdomain(s: &str) -> Result<(), String> {
-    let ok = !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
+    let ok = s.len() <= 253 && s.split('.').all(is_label);
     ok.then_some(()).ok_or_else(|| {
         "must be a DNS subdomain name: lowercase letters, digits, '-' and '.', at most 253 characters, \
          starting and ending with a letter or digit"
@@ -24,12 +25,7 @@ fn check_subdomain(s: &str) -> Result<(), String> {
 
 /// A DNS label (RFC 1123): what namespace names must be.
 fn check_label(s: &str) -> Result<(), String> {
-    let ok = !s.is_empty()
-        && s.len() <= 63
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-');
+    let ok = s.len() <= 63 && is_label(s);
     ok.then_some(()).ok_or_else(|| {
         "must be a DNS label: lowercase letters, digits and '-', at most 63 characters, \
          starting and ending with a letter or digit"

@@ -153,15 +153,9 @@ impl Pages {
     /// looked up by name (a list by metadata.name, one request per name not shown; nothing
     /// when every name was shown), and reported only if there is no such namespace.
     async fn missing(&mut self) -> Vec<Candidate> {
-        let named: Vec<String> = self
-            .selection
-            .named()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
         let mut missing = Vec::new();
-        for name in named {
-            if self.seen.contains(&name) {
+        for name in self.selection.named() {
+            if self.seen.contains(name) {
                 continue;
             }
             if self.selection.label_selector.is_some() {
@@ -172,13 +166,13 @@ impl Pages {
                     Ok(list) if list.items.is_empty() => {}
                     Ok(_) => continue,
                     Err(e) => {
-                        warn!(namespace = name.as_str(), error = %e, "could not tell whether a namespace named in ECR_REFRESH_NAMESPACES exists");
+                        warn!(namespace = name, error = %e, "could not tell whether a namespace named in ECR_REFRESH_NAMESPACES exists");
                         continue;
                     }
                 }
             }
             missing.push(Candidate {
-                name,
+                name: name.to_owned(),
                 terminating: false,
                 origin: Origin::Missing,
             });

@@ -152,17 +152,13 @@ impl<'a> Reads<'a> {
     ) -> (Self, Option<ListError>) {
         let (tx, namespaces) = mpsc::channel(NAMESPACE_PAGES_AHEAD);
         let mut pages = Pages::new(client.clone(), selection);
-        // In the caller's span: a fleet's lines name their cluster.
-        let task = tokio::spawn(
-            retry::in_current_cluster(async move {
-                while let Some(page) = pages.next().await {
-                    if tx.send((page, pages.has_more())).await.is_err() {
-                        break;
-                    }
+        let task = spawn(async move {
+            while let Some(page) = pages.next().await {
+                if tx.send((page, pages.has_more())).await.is_err() {
+                    break;
                 }
-            })
-            .in_current_span(),
-        );
+            }
+        });
         let mut reads = Self {
             client: client.clone(),
             selection,
@@ -173,7 +169,7 @@ impl<'a> Reads<'a> {
             namespaces_more: true,
             listed: None,
             incomplete: false,
-            tasks: vec![task.abort_handle()],
+            tasks: vec![task],
         };
         if selection.literal_names().is_some() {
             return (reads, None);
@@ -182,17 +178,13 @@ impl<'a> Reads<'a> {
         match secrets.next().await {
             Some(Ok(first)) => {
                 let (tx, rx) = mpsc::channel(SECRET_PAGES_AHEAD);
-                let task = tokio::spawn(
-                    retry::in_current_cluster(async move {
-                        while let Some(page) = secrets.next().await {
-                            if tx.send(page).await.is_err() {
-                                break;
-                            }
+                reads.tasks.push(spawn(async move {
+                    while let Some(page) = secrets.next().await {
+                        if tx.send(page).await.is_err() {
+                            break;
                         }
-                    })
-                    .in_current_span(),
-                );
-                reads.tasks.push(task.abort_handle());
+                    }
+                }));
                 reads.path = Path::List;
                 reads.listed = Some(Listed {
                     secrets: Some(rx),
@@ -292,27 +284,25 @@ impl<'a> Reads<'a> {
             && (listed.unmatched.len() < UNMATCHED_LIMIT || !self.namespaces_open);
         tokio::select! {
             biased;
-            page = self.namespaces.recv(), if self.namespaces_open => match page {
-                Some((Ok(page), more)) => {
-                    self.namespaces_more = more;
-                    Some(Ok(listed.namespace_page(page)))
+            page = self.namespaces.recv(), if self.namespaces_open => {
+                match page {
+                    Some((Ok(page), more)) => {
+                        self.namespaces_more = more;
+                        return Some(Ok(listed.namespace_page(page)));
+                    }
+                    Some((Err(e), _)) => {
+                        error!(error = %e, "namespace list stopped: namespaces on later pages are left out of this run");
+                        self.incomplete = true;
+                    }
+                    None => {}
                 }
-                Some((Err(e), _)) => {
-                    error!(error = %e, "namespace list stopped: namespaces on later pages are left out of this run");
-                    self.incomplete = true;
-                    self.namespaces_open = false;
-                    self.namespaces_more = false;
-                    listed.unmatched.clear();
-                    Some(Ok(Vec::new()))
-                }
-                None => {
-                    // Read to its end: a Secret whose namespace it did not show is not ours.
-                    self.namespaces_open = false;
-                    self.namespaces_more = false;
-                    listed.unmatched.clear();
-                    Some(Ok(Vec::new()))
-                }
-            },
+                // The namespace list is over, read to its end or broken off: a Secret whose
+                // namespace it did not show is not this run's.
+                self.namespaces_open = false;
+                self.namespaces_more = false;
+                listed.unmatched.clear();
+                Some(Ok(Vec::new()))
+            }
             page = next_page(&mut listed.secrets), if take_secrets => match page {
                 Some(Ok(page)) => Some(Ok(listed.secret_page(page, self.namespaces_open))),
                 Some(Err(e)) => {
@@ -353,6 +343,12 @@ impl<'a> Reads<'a> {
             None => Vec::new(),
         }
     }
+}
+
+/// A list's reading task, in the caller's span and cluster (a fleet's lines name their
+/// cluster): stopped by its handle.
+fn spawn(read: impl Future<Output = ()> + Send + 'static) -> AbortHandle {
+    tokio::spawn(retry::in_current_cluster(read).in_current_span()).abort_handle()
 }
 
 /// The next page of a list still being read.

@@ -128,7 +128,7 @@ impl RequestError {
             Self::Api(s) if matches!(s.code, 500 | 502) => Retry::Bounded,
             // Until the grace is over, not the call's deadline: see RESTART_GRACE.
             Self::Api(s) if s.code == 403 && restarted_lately => Retry::WhileRestarting,
-            Self::Client(e) if is_connection_failure(e) => Retry::UntilDeadline,
+            Self::Client(e) if lost_connection(e) => Retry::UntilDeadline,
             Self::Client(kube::Error::HyperError(_) | kube::Error::Service(_)) => Retry::Bounded,
             _ => Retry::No,
         }
@@ -149,10 +149,6 @@ enum Retry {
 /// Whether the connection could not be made or was lost: refused, reset, closed before the
 /// answer was complete, or timed out. Anywhere in the error's chain of causes, since kube, the
 /// buffer layer and hyper each wrap it.
-fn is_connection_failure(e: &kube::Error) -> bool {
-    lost_connection(e)
-}
-
 fn lost_connection(e: &(dyn std::error::Error + 'static)) -> bool {
     use std::io::ErrorKind;
     if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -230,22 +226,24 @@ where
     // What the try before this one failed with: when the deadline cuts a retry short, the
     // error that made us retry says more than the timeout.
     let mut previous: Option<RequestError> = None;
+    // The last error, and that it was not for want of trying.
+    let gave_up = |tries, last| RequestError::GaveUp {
+        tries,
+        elapsed: started.elapsed(),
+        last: Box::new(last),
+    };
     loop {
         let error = match tokio::time::timeout_at(deadline, send()).await {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(e)) => RequestError::from(e),
             Err(_) => {
                 return Err(match previous {
-                    Some(last) => RequestError::GaveUp {
-                        tries: attempt,
-                        elapsed: started.elapsed(),
-                        last: Box::new(last),
-                    },
+                    Some(last) => gave_up(attempt, last),
                     None => RequestError::Timeout(budget),
                 });
             }
         };
-        if matches!(&error, RequestError::Client(e) if is_connection_failure(e)) {
+        if matches!(&error, RequestError::Client(e) if lost_connection(e)) {
             connection_lost_now();
         }
         let retry = error.retry(restarted_lately());
@@ -256,13 +254,8 @@ where
         let out_of_tries = retry == Retry::Bounded && attempt >= ATTEMPTS;
         let out_of_time = tokio::time::Instant::now() + delay >= deadline;
         if out_of_tries || out_of_time {
-            // The last error, and that it was not for want of trying.
             return Err(if attempt > 1 {
-                RequestError::GaveUp {
-                    tries: attempt,
-                    elapsed: started.elapsed(),
-                    last: Box::new(error),
-                }
+                gave_up(attempt, error)
             } else {
                 error
             });

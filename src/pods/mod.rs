@@ -6,12 +6,14 @@
 
 mod recovery;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::str::FromStr;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::aws::registry::RegistryHost;
+use crate::pull_secret::{own_recorded, own_written, recorded_hosts};
 pub use recovery::{Recovery, RecoveryContext, recovery};
 
 /// The waiting reasons of a container whose image could not be pulled (kubelet's
@@ -43,14 +45,12 @@ impl Managed {
         let mut any_in_region = None;
         let hosts = if written.is_empty() {
             // The caller's own registry: the account is only known from our last write.
-            let recorded = secret
-                .map(crate::pull_secret::recorded_hosts)
-                .unwrap_or_default();
-            let own = crate::pull_secret::own_recorded(&recorded, region);
+            let recorded = secret.map(recorded_hosts).unwrap_or_default();
+            let own = own_recorded(&recorded, region);
             if own.is_empty() {
                 any_in_region = region.map(str::to_owned);
             }
-            crate::pull_secret::own_written(own, dual_stack)
+            own_written(own, dual_stack)
         } else {
             written.to_vec()
         };
@@ -146,12 +146,17 @@ pub fn service_account(pod: &Pod) -> &str {
         .unwrap_or("default")
 }
 
+/// The names in the pod's own imagePullSecrets, the only list the kubelet reads.
+fn own_pull_secrets(pod: &Pod) -> impl Iterator<Item = &str> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.image_pull_secrets.iter().flatten())
+        .map(|r| r.name.as_str())
+}
+
 /// Whether the pod lists the Secret in its own imagePullSecrets.
 pub fn references_directly(pod: &Pod, secret: &str) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.image_pull_secrets.as_ref())
-        .is_some_and(|l| l.iter().any(|r| r.name == secret))
+    own_pull_secrets(pod).any(|name| name == secret)
 }
 
 /// Whether a ServiceAccount lists the Secret in its imagePullSecrets.
@@ -164,13 +169,18 @@ pub fn account_references(account: &ServiceAccount, secret: &str) -> bool {
 
 /// The pod's controller (`ReplicaSet/web-7d9f8`), or the pod itself.
 pub fn owner(pod: &Pod) -> String {
+    controller(pod)
+        .map(|o| format!("{}/{}", o.kind, o.name))
+        .unwrap_or_else(|| format!("Pod/{}", pod.metadata.name.as_deref().unwrap_or_default()))
+}
+
+/// The owner reference that is the pod's controller, if one is.
+fn controller(pod: &Pod) -> Option<&OwnerReference> {
     pod.metadata
         .owner_references
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true))
-        .map(|o| format!("{}/{}", o.kind, o.name))
-        .unwrap_or_else(|| format!("Pod/{}", pod.metadata.name.as_deref().unwrap_or_default()))
 }
 
 /// Containers waiting on a pull: (container, reason, the kubelet's message), ephemeral
@@ -263,10 +273,7 @@ impl Account {
 
 /// The ServiceAccounts whose lists decide for `pods`: those they run as, for the pods that do
 /// not list `secret` themselves. Check and the evictions read exactly these.
-pub fn deciding_accounts<'a>(
-    pods: &[&'a Pod],
-    secret: &str,
-) -> std::collections::BTreeSet<&'a str> {
+pub fn deciding_accounts<'a>(pods: &[&'a Pod], secret: &str) -> BTreeSet<&'a str> {
     pods.iter()
         .filter(|p| !references_directly(p, secret))
         .map(|p| service_account(p))
@@ -284,14 +291,7 @@ pub fn not_wired(pod: &Pod, secret: &str, accounts: &HashMap<String, Account>) -
     if references_directly(pod, secret) {
         return None;
     }
-    let own: Vec<&str> = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.image_pull_secrets.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|r| r.name.as_str())
-        .collect();
+    let own: Vec<&str> = own_pull_secrets(pod).collect();
     let account = service_account(pod);
     if !own.is_empty() {
         return Some(format!(

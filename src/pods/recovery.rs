@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{
-    Account, Managed, ecr_images, not_wired, references_directly, service_account, serving,
-    stuck_in_template,
+    Account, Managed, controller, ecr_images, not_wired, own_pull_secrets, references_directly,
+    service_account, serving, stuck_in_template,
 };
 
 /// The owners whose controllers recreate an evicted pod, as it was. A Job recreates one too,
@@ -128,12 +128,7 @@ pub fn recovery(pod: &Pod, cx: &RecoveryContext<'_>) -> Option<Recovery> {
     // The one case nothing else recovers: a ServiceAccount's list reaches a pod only when it is
     // created and lists none of its own (the ServiceAccount admission plugin), so a pod created
     // before its ServiceAccount listed the Secret never gets it; a replacement does.
-    let own_empty = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.image_pull_secrets.as_ref())
-        .is_none_or(Vec::is_empty);
-    let wired_by_account = own_empty
+    let wired_by_account = own_pull_secrets(pod).next().is_none()
         && matches!(
             cx.accounts.get(service_account(pod)),
             Some(Account::Found { lists_secret: true })
@@ -150,13 +145,7 @@ pub fn recovery(pod: &Pod, cx: &RecoveryContext<'_>) -> Option<Recovery> {
          {secret}; a replacement gets {secret} from the ServiceAccount",
         service_account(pod)
     );
-    let controller = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true));
-    match controller {
+    match controller(pod) {
         Some(o) if CONTROLLERS.contains(&o.kind.as_str()) => {
             Some(Recovery::Evict { reason: evict })
         }

@@ -15,7 +15,8 @@ use crate::aws::registry::RegistryHost;
 use crate::pull_secret::docker_config::{self, UnreadableDockerConfig, is_entry_for};
 use crate::pull_secret::install::Install;
 use crate::pull_secret::{
-    DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, last_applied_holds_ours,
+    DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, annotation, data_value,
+    last_applied_holds_ours,
 };
 
 /// The registries a Secret that is not due holds our entries for: every host a run writes.
@@ -109,9 +110,7 @@ impl Due {
             Self::LastAppliedHoldsPassword => "last-applied-holds-password",
         }
     }
-}
 
-impl Due {
     /// What the reason means for the Secret's pulls, and what the next refresh does about it:
     /// how a check explains it.
     pub fn meaning(&self) -> &'static str {
@@ -200,15 +199,6 @@ pub fn reasons(secret: Option<&Secret>, policy: &Policy<'_>, now: SystemTime) ->
         .collect()
 }
 
-fn annotation<'s>(secret: &'s Secret, key: &str) -> Option<&'s str> {
-    secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
-}
-
 /// The recorded expiry and when it makes the Secret due, or why it is due by its expiry (the
 /// Argo CD Secrets are judged by it too).
 pub fn expiry(
@@ -240,12 +230,7 @@ pub fn expiry(
 /// are right: a missing or stale one changes them anyway), then kubectl's copy of a password.
 fn content(secret: &Secret, policy: &Policy<'_>) -> Vec<Due> {
     let recorded = crate::pull_secret::recorded_hosts(secret);
-    let entries = match secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(DATA_KEY))
-        .map(|value| docker_config::auths(&value.0))
-    {
+    let entries = match data_value(secret, DATA_KEY).map(docker_config::auths) {
         None => Vec::new(),
         Some(Ok(entries)) => entries,
         // The write refuses an unreadable value with its own error; nothing here is ours.
@@ -271,14 +256,14 @@ fn content(secret: &Secret, policy: &Policy<'_>) -> Vec<Due> {
 /// kubelet reads it into the same map as `auths` (Go's encoding/json matches member names
 /// without case), so it may be what pods pull with, whatever our `auths` entry says.
 fn variant_holds_ours(secret: &Secret, recorded: &[&str], registries: Registries<'_>) -> bool {
-    let Some(value) = secret.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
+    let Some(value) = data_value(secret, DATA_KEY) else {
         return false;
     };
     let configured: Vec<&str> = match registries {
         Registries::Configured(hosts) => hosts.iter().map(RegistryHost::host).collect(),
         Registries::Own { .. } => Vec::new(),
     };
-    docker_config::variant_keys(&value.0)
+    docker_config::variant_keys(value)
         .unwrap_or_default()
         .iter()
         .any(|key| {
@@ -392,12 +377,7 @@ pub fn digest(entries: &[(String, Box<RawValue>)], hosts: &[&str]) -> String {
 /// The expiry a Secret records (`ecr-refresh/token-expires-at`), if it holds one that reads:
 /// until then its token works, whatever this run did to it.
 pub fn recorded_expiry(secret: &Secret) -> Option<SystemTime> {
-    let text = secret
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(EXPIRES_ANNOTATION)?;
-    humantime::parse_rfc3339(text.trim()).ok()
+    humantime::parse_rfc3339(annotation(secret, EXPIRES_ANNOTATION)?.trim()).ok()
 }
 
 /// The digest of a `.dockerconfigjson` value's entries for `hosts`.

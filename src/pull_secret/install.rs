@@ -20,7 +20,7 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 
 use super::docker_config::is_entry_for;
-use super::recorded_hosts;
+use super::{annotation, recorded_hosts};
 
 /// Who wrote the Secret last: ECR_REFRESH_INSTALL, or the writer's ServiceAccount.
 pub const INSTALL_ANNOTATION: &str = "ecr-refresh/install";
@@ -98,13 +98,7 @@ impl fmt::Display for Install {
 
 /// The install a Secret records as its writer (`ecr-refresh/install`), if any.
 pub fn recorded(secret: &Secret) -> Option<&str> {
-    secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(INSTALL_ANNOTATION))
-        .map(String::as_str)
-        .filter(|name| !name.is_empty())
+    annotation(secret, INSTALL_ANNOTATION).filter(|name| !name.is_empty())
 }
 
 /// Entries another install wrote, for registries this one does not write.
@@ -124,11 +118,7 @@ pub fn other_install(
     ours: Option<&Install>,
     writes: &[&str],
 ) -> Option<OtherInstall> {
-    let recorded = secret
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(INSTALL_ANNOTATION)?;
+    let recorded = annotation(secret, INSTALL_ANNOTATION)?;
     if ours.is_some_and(|ours| ours.as_str() == recorded) {
         return None;
     }
@@ -137,7 +127,7 @@ pub fn other_install(
         .filter(|host| !writes.iter().any(|w| is_entry_for(host, w)))
         .collect();
     (!hosts.is_empty()).then(|| OtherInstall {
-        install: recorded.clone(),
+        install: recorded.to_owned(),
         hosts,
     })
 }

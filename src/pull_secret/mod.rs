@@ -12,8 +12,12 @@ pub mod rules;
 pub mod service_accounts;
 pub mod write;
 
+use std::collections::BTreeSet;
+
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
+
+use crate::aws::registry::{self, RegistryHost};
 
 use docker_config::is_entry_for;
 
@@ -34,16 +38,38 @@ pub const DIGEST_ANNOTATION: &str = "ecr-refresh/auths-sha256";
 /// Where `kubectl apply` keeps a copy of the whole object it applied, password included.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// The value of one of the Secret's annotations.
+pub fn annotation<'s>(secret: &'s Secret, key: &str) -> Option<&'s str> {
+    secret
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// The value of one of the Secret's labels.
+pub fn label<'s>(secret: &'s Secret, key: &str) -> Option<&'s str> {
+    secret
+        .metadata
+        .labels
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// The bytes of one of the Secret's data keys (the pull Secret's: `DATA_KEY`).
+pub fn data_value<'s>(secret: &'s Secret, key: &str) -> Option<&'s [u8]> {
+    secret.data.as_ref()?.get(key).map(|b| b.0.as_slice())
+}
+
 /// The caller's own registry as our last write recorded it, when ECR_REFRESH_REGISTRIES names
 /// none (the account is only known from there): the `recorded` hosts in `region` as ECR names
 /// them, never a dual-stack host. Empty: none recorded yet.
-pub fn own_recorded(
-    recorded: &std::collections::BTreeSet<String>,
-    region: Option<&str>,
-) -> Vec<crate::aws::registry::RegistryHost> {
+pub fn own_recorded(recorded: &BTreeSet<String>, region: Option<&str>) -> Vec<RegistryHost> {
     recorded
         .iter()
-        .filter_map(|h| h.parse::<crate::aws::registry::RegistryHost>().ok())
+        .filter_map(|h| h.parse::<RegistryHost>().ok())
         .filter(|h| region.is_none_or(|r| h.region() == r) && !h.is_dual_stack())
         .collect()
 }
@@ -51,24 +77,16 @@ pub fn own_recorded(
 /// What a write of the caller's own registry puts in `auths`: those hosts, each with its
 /// dual-stack twin under `dual_stack`. A partition without dual-stack hosts has no twin to
 /// expect (a refresh refuses to write there, `NoDualStack`), so its hosts stand alone.
-pub fn own_written(
-    own: Vec<crate::aws::registry::RegistryHost>,
-    dual_stack: bool,
-) -> Vec<crate::aws::registry::RegistryHost> {
-    crate::aws::registry::with_twins(own.clone(), dual_stack).unwrap_or(own)
+pub fn own_written(own: Vec<RegistryHost>, dual_stack: bool) -> Vec<RegistryHost> {
+    registry::with_twins(own.clone(), dual_stack).unwrap_or(own)
 }
 
 /// The hosts our last write recorded (`ecr-refresh/registries`), as the kubelet matches them.
-pub fn recorded_hosts(secret: &Secret) -> std::collections::BTreeSet<String> {
-    secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(REGISTRIES_ANNOTATION))
-        .map(String::as_str)
+pub fn recorded_hosts(secret: &Secret) -> BTreeSet<String> {
+    annotation(secret, REGISTRIES_ANNOTATION)
         .unwrap_or_default()
         .split(',')
-        .map(crate::aws::registry::normalize)
+        .map(registry::normalize)
         .filter(|h| !h.is_empty())
         .collect()
 }
@@ -77,12 +95,7 @@ pub fn recorded_hosts(secret: &Secret) -> std::collections::BTreeSet<String> {
 /// our registries (`hosts`): a copy of a password we replace. Any other last-applied
 /// annotation is someone else's, and stays.
 pub fn last_applied_holds_ours(secret: &Secret, hosts: &[&str]) -> bool {
-    let Some(text) = secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(LAST_APPLIED_ANNOTATION))
-    else {
+    let Some(text) = annotation(secret, LAST_APPLIED_ANNOTATION) else {
         return false;
     };
     let Ok(applied) = serde_json::from_str::<serde_json::Value>(text) else {

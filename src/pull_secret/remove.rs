@@ -14,9 +14,9 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::pull_secret::docker_config::{self, UnreadableDockerConfig};
-use crate::pull_secret::install::Install;
-use crate::pull_secret::recorded_hosts;
+use crate::pull_secret::install::{Install, recorded as recorded_install};
 use crate::pull_secret::{CREATED_LABEL, DATA_KEY, FIELD_MANAGER, MANAGED_BY_LABEL};
+use crate::pull_secret::{data_value, label, recorded_hosts};
 
 /// The annotations and labels of ours that a Secret keeps after its entries are taken out:
 /// none. Everything under this prefix is ours.
@@ -71,27 +71,12 @@ impl Kept {
 
 /// Whether ecr-refresh created this Secret (its create set the label; nothing else does).
 pub fn created_by_us(secret: &Secret) -> bool {
-    secret
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(CREATED_LABEL))
-        .is_some_and(|v| v == "true")
+    label(secret, CREATED_LABEL) == Some("true")
 }
 
 /// Whether the Secret carries our mark at all (the label every write sets).
 pub fn managed_by_us(secret: &Secret) -> bool {
-    secret
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .is_some_and(|v| v == FIELD_MANAGER)
-}
-
-/// The install a Secret records as its writer (`ecr-refresh/install`), if any.
-pub fn recorded_install(secret: &Secret) -> Option<&str> {
-    crate::pull_secret::install::recorded(secret)
+    label(secret, MANAGED_BY_LABEL) == Some(FIELD_MANAGER)
 }
 
 /// More than one install is recorded on the selected Secrets and none is named: uninstall
@@ -144,12 +129,7 @@ pub fn removal(secret: &Secret, install: Option<&str>) -> Removal {
     if ours.is_empty() {
         return Removal::Keep(Kept::Unrecorded);
     }
-    let Some(current) = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(DATA_KEY))
-        .map(|b| b.0.as_slice())
-    else {
+    let Some(current) = data_value(secret, DATA_KEY) else {
         return Removal::Keep(Kept::Unreadable);
     };
     let Ok(stripped) = without(current, &ours) else {

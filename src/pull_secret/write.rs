@@ -29,6 +29,7 @@ pub use crate::pull_secret::{
     CREATED_LABEL, DATA_KEY, DIGEST_ANNOTATION, EXPIRES_ANNOTATION, FIELD_MANAGER,
     MANAGED_BY_LABEL, REGISTRIES_ANNOTATION, SECRET_TYPE, last_applied_holds_ours,
 };
+use crate::pull_secret::{annotation, data_value};
 
 /// What every namespace's Secret should hold after this run.
 pub struct Desired<'a> {
@@ -130,8 +131,8 @@ pub fn judge(
 /// registries configured, the hosts are known from ECR's answer: the write asks again then.)
 pub fn can_write(current: &Secret, policy: &Policy<'_>) -> Result<(), SecretError> {
     writable(current)?;
-    if let Some(value) = current.data.as_ref().and_then(|d| d.get(DATA_KEY)) {
-        docker_config::auths_keys(&value.0)?;
+    if let Some(value) = data_value(current, DATA_KEY) {
+        docker_config::auths_keys(value)?;
     }
     if let Registries::Configured(hosts) = policy.registries {
         let hosts: Vec<&str> = hosts.iter().map(RegistryHost::host).collect();
@@ -192,11 +193,7 @@ impl Owned for Desired<'_> {
     }
 
     fn apply_body(&self, current: &Secret, settled: &mut Settled) -> Result<Secret, SecretError> {
-        let previously_ours: Vec<String> = current
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REGISTRIES_ANNOTATION))
+        let previously_ours: Vec<String> = annotation(current, REGISTRIES_ANNOTATION)
             .map(|v| {
                 v.split(',')
                     .filter(|h| !h.is_empty())
@@ -207,8 +204,11 @@ impl Owned for Desired<'_> {
         // The new value is derived from the one read (what it keeps, and what it leaves out):
         // the apply is pinned to that version. An entry added since our read is re-read, not
         // erased.
-        let merged =
-            docker_config::merge(data_value(current), &self.credentials, &previously_ours)?;
+        let merged = docker_config::merge(
+            data_value(current, DATA_KEY),
+            &self.credentials,
+            &previously_ours,
+        )?;
         settled.kept_entries = merged.kept.len();
         settled.dropped_entries = merged.dropped.clone();
         if current.metadata.deletion_timestamp.is_some() {
@@ -302,10 +302,9 @@ async fn remove_last_applied(
                 return Err(owned::failed("remove the last-applied annotation of", e));
             }
         }
-        match retry::send("get secret", || api.get_opt(name)).await {
-            Ok(Some(again)) => seen = again,
-            Ok(None) => return Ok(false),
-            Err(e) => return Err(owned::failed("read", e)),
+        match owned::read::<SecretError>(api, name).await? {
+            Some(again) => seen = again,
+            None => return Ok(false),
         }
     }
     Err(owned::contended())
@@ -339,15 +338,6 @@ fn body(desired: &Desired<'_>, value: Vec<u8>, install: Option<&str>) -> Secret 
         data: Some(BTreeMap::from([(DATA_KEY.to_owned(), ByteString(value))])),
         ..Secret::default()
     }
-}
-
-/// The Secret's `.dockerconfigjson` bytes.
-fn data_value(secret: &Secret) -> Option<&[u8]> {
-    secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(DATA_KEY))
-        .map(|b| b.0.as_slice())
 }
 
 /// Whether the namespace `api` is scoped to is known not to exist, asked without a token: a

@@ -41,6 +41,7 @@ use crate::cluster::namespaces::{NamespaceError, Origin, Pages};
 use crate::cluster::retry::{self, RequestError};
 use crate::cluster::selection::Selection;
 use crate::config::Config;
+use crate::pull_secret::install::recorded as recorded_install;
 use crate::pull_secret::remove::{self, OUR_PREFIX, Removal};
 use crate::pull_secret::service_accounts::{self, Detached};
 use crate::pull_secret::{DATA_KEY, FIELD_MANAGER, MANAGED_BY_LABEL};
@@ -187,7 +188,7 @@ pub async fn run(config: &Config) -> u8 {
     }
     let install = match remove::whose(
         config.install.as_ref(),
-        secrets.iter().filter_map(remove::recorded_install),
+        secrets.iter().filter_map(recorded_install),
     ) {
         Ok(install) => install,
         Err(e) => {
@@ -210,7 +211,7 @@ pub async fn run(config: &Config) -> u8 {
     for secret in secrets {
         let namespace = secret.metadata.namespace.clone().unwrap_or_default();
         let uid = secret.metadata.uid.clone().unwrap_or_default();
-        let writer = remove::recorded_install(&secret).map(str::to_owned);
+        let writer = recorded_install(&secret).map(str::to_owned);
         let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
         match undo(&api, name, dry_run, install.as_deref(), secret).await {
             Ok((done, detail)) => {
@@ -340,7 +341,8 @@ async fn undo(
                 "no longer labelled app.kubernetes.io/managed-by: ecr-refresh".to_owned(),
             ));
         }
-        let sent = match remove::removal(&current, install) {
+        // What was sent, and what the Secret comes to if it lands.
+        let (sent, done) = match remove::removal(&current, install) {
             Removal::Keep(why) => return Ok((Fate::Kept, why.as_str().to_owned())),
             Removal::Delete => {
                 let params = DeleteParams {
@@ -351,14 +353,9 @@ async fn undo(
                     }),
                     ..DeleteParams::default()
                 };
-                retry::send("delete secret", || api.delete(name, &params))
-                    .await
-                    .map(|_| {
-                        (
-                            Fate::Deleted,
-                            "created by ecr-refresh, only its entries".to_owned(),
-                        )
-                    })
+                let sent = retry::send("delete secret", || api.delete(name, &params)).await;
+                let detail = "created by ecr-refresh, only its entries".to_owned();
+                (sent.map(drop), (Fate::Deleted, detail))
             }
             Removal::Strip { value, removed } => {
                 let patch = strip(&current, &value);
@@ -367,18 +364,13 @@ async fn undo(
                     field_manager: Some(FIELD_MANAGER.to_owned()),
                     ..PatchParams::default()
                 };
-                retry::send("patch secret", || api.patch(name, &params, &patch))
-                    .await
-                    .map(|_| {
-                        (
-                            Fate::Stripped,
-                            format!("entries removed: {}; the others stay", removed.join(",")),
-                        )
-                    })
+                let sent = retry::send("patch secret", || api.patch(name, &params, &patch)).await;
+                let detail = format!("entries removed: {}; the others stay", removed.join(","));
+                (sent.map(drop), (Fate::Stripped, detail))
             }
         };
         match sent {
-            Ok(done) => return Ok(done),
+            Ok(()) => return Ok(done),
             // A precondition or a test failed: it changed since our read. Read again.
             Err(RequestError::Api(s)) if s.is_conflict() || s.is_invalid() => {}
             Err(RequestError::Api(s)) if s.is_not_found() => {
