@@ -187,6 +187,19 @@ impl Given {
     fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)
     }
+
+    /// The first of `variables` set is refused: each is only used with what `needed` names
+    /// (`X, which is not set`), and whoever set it expects that on.
+    fn only_with(&self, variables: &[&'static str], needed: &str) -> Result<(), ConfigError> {
+        match variables.iter().find_map(|&v| Some((v, self.get(v)?))) {
+            Some((variable, value)) => Err(invalid(
+                variable,
+                value,
+                format!("is only used with {needed}"),
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 /// ECR_REFRESH_ASSUME_ROLE_*, parsed.
@@ -251,15 +264,11 @@ impl Builder {
                 url,
                 labels: labels.unwrap_or_default(),
             }),
-            (None, None) => None,
-            (None, Some(_)) => {
-                return Err(invalid(
-                    "ECR_REFRESH_PUSHGATEWAY_LABELS",
-                    self.given
-                        .get("ECR_REFRESH_PUSHGATEWAY_LABELS")
-                        .unwrap_or_default(),
-                    "is only used with ECR_REFRESH_PUSHGATEWAY_URL, which is not set".into(),
-                ));
+            (None, _) => {
+                let labels = ["ECR_REFRESH_PUSHGATEWAY_LABELS"];
+                let needed = "ECR_REFRESH_PUSHGATEWAY_URL, which is not set";
+                self.given.only_with(&labels, needed)?;
+                None
             }
         };
         config.assume_role = assume_role(self.assume_role)?;
@@ -374,21 +383,9 @@ fn argocd(
     registries: &[RegistryHost],
 ) -> Result<Option<ArgoCd>, ConfigError> {
     let Some(namespace) = slots.namespace else {
-        let without = |variable, value: &str| {
-            Err(invalid(
-                variable,
-                value,
-                "is only used with ECR_REFRESH_ARGOCD_NAMESPACE, which is not set".into(),
-            ))
-        };
-        return match (
-            given.get("ECR_REFRESH_ARGOCD_TYPE"),
-            given.get("ECR_REFRESH_ARGOCD_PROJECT"),
-        ) {
-            (Some(t), _) => without("ECR_REFRESH_ARGOCD_TYPE", t),
-            (None, Some(p)) => without("ECR_REFRESH_ARGOCD_PROJECT", p),
-            (None, None) => Ok(None),
-        };
+        let others = ["ECR_REFRESH_ARGOCD_TYPE", "ECR_REFRESH_ARGOCD_PROJECT"];
+        given.only_with(&others, "ECR_REFRESH_ARGOCD_NAMESPACE, which is not set")?;
+        return Ok(None);
     };
     let targets = argocd::targets(secret_name, registries).map_err(|accepted| {
         invalid(
@@ -417,15 +414,10 @@ fn clusters(slots: ClustersSlots, given: &Given) -> Result<Option<Clusters>, Con
     const NAMESPACE: &str = "ECR_REFRESH_CLUSTERS_NAMESPACE";
     const SELECTOR: &str = "ECR_REFRESH_CLUSTERS_SELECTOR";
     let Some(source) = slots.source else {
-        for variable in [NAMESPACE, SELECTOR] {
-            if let Some(value) = given.get(variable) {
-                return Err(invalid(
-                    variable,
-                    value,
-                    "is only used with ECR_REFRESH_CLUSTERS, which is not set".into(),
-                ));
-            }
-        }
+        given.only_with(
+            &[NAMESPACE, SELECTOR],
+            "ECR_REFRESH_CLUSTERS, which is not set",
+        )?;
         return Ok(None);
     };
     let namespaces = match (&source, slots.namespaces) {

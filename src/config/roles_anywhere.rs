@@ -88,16 +88,8 @@ pub(super) fn finish(slots: Slots, given: &Given) -> Result<Option<RolesAnywhere
                 ),
             ));
         }
-        if let Some(duration) = given.get("ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION") {
-            return Err(invalid(
-                "ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION",
-                duration,
-                format!(
-                    "is only used with {}, which are not set",
-                    REQUIRED.join(", ")
-                ),
-            ));
-        }
+        let needed = format!("{}, which are not set", REQUIRED.join(", "));
+        given.only_with(&["ECR_REFRESH_ROLES_ANYWHERE_SESSION_DURATION"], &needed)?;
         return Ok(None);
     };
     // CreateSession is asked in the trust anchor's region, where the profile must be too (AWS's
