@@ -325,7 +325,8 @@ async fn prepare<'a>(config: &'a Config, target: &Target) -> Result<Prepared<'a>
 
 /// Every selected namespace, streamed from the list pages into the writers, each one's `Done`
 /// recorded in `done`. Ends with the error if the tokens cannot be had: no Secret has been
-/// written then, and none is; `done` holds every namespace that ended, in flight ones included.
+/// written then, and none is; `done` holds every namespace that ended without needing them, those
+/// in flight at the failure included.
 async fn refresh_all(
     shared: &Shared<'_>,
     pages: Reads<'_>,
@@ -359,7 +360,7 @@ async fn refresh_all(
         };
         namespaces.record(done);
     };
-    // After a token failure no namespace starts; those in flight end (a write needs the
+    // After a token failure no namespace is handed out; those under way end (a write needs the
     // tokens, so none of their Secrets is written; a fresh one's ServiceAccounts may be).
     let visit = |work| refresh_namespace(shared, work);
     let listing_incomplete = each_namespace(pages, first, driver, visit, record, done).await?;

@@ -3,10 +3,10 @@
 //! flight when the shutdown grace runs out is abandoned.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
+use tokio::sync::watch;
 use tracing::{error, warn};
 
 use super::stop::Stop;
@@ -33,9 +33,10 @@ pub struct Driver<'a> {
 }
 
 /// Every namespace of `first` and the batches after it, through `visit`, each result handed to
-/// `record` into `recorded`. After `visit`'s first error nothing new starts and the list is read
-/// no further, but what is in flight is seen through and recorded (a namespace half-way through
-/// its writes is never cut off, and what it wrote is reported), then the error is returned.
+/// `record` into `recorded`. After `visit`'s first error no namespace is handed out and the list
+/// is read no further (a page being read is given up), but the visits under way are seen through:
+/// one that ends is recorded (a namespace half-way through its writes is never cut off, and what
+/// it wrote is reported), one that ends in an error is not; then the first error is returned.
 /// Returns whether the namespace list was incomplete.
 pub async fn each_namespace<T, E, R, F, Fut>(
     mut pages: Reads<'_>,
@@ -55,8 +56,9 @@ where
         done,
     } = driver;
     let (mut tx, rx) = mpsc::channel::<Work>(concurrency);
-    // Set by the first error of `visit`: no namespace starts after it.
-    let failed = &AtomicBool::new(false);
+    // Set by the first error of `visit`: no namespace is handed out after it.
+    let (failed, mut failed_seen) = watch::channel(false);
+    let failed = &failed;
 
     let producer = async move {
         let mut undone: Vec<String> = Vec::new();
@@ -64,7 +66,7 @@ where
         let mut page = Some(first);
         while let Some(candidates) = page.take() {
             for work in candidates {
-                if failed.load(Ordering::Relaxed) {
+                if *failed.borrow() {
                     break;
                 }
                 if stop.reason().is_some() {
@@ -78,6 +80,9 @@ where
                     }
                 }
             }
+            if *failed.borrow() {
+                break;
+            }
             if let Some(reason) = stop.reason() {
                 // Namespaces the list path knows and has not handed out are undone.
                 undone.extend(pages.left());
@@ -85,9 +90,6 @@ where
                     listing_incomplete = true;
                     warn!(reason, "the namespace list was not read to its end");
                 }
-                break;
-            }
-            if failed.load(Ordering::Relaxed) {
                 break;
             }
             let next = tokio::select! {
@@ -98,6 +100,7 @@ where
                     listing_incomplete = true;
                     break;
                 }
+                Ok(_) = failed_seen.wait_for(|failed| *failed) => break,
             };
             match next {
                 None => {}
@@ -117,7 +120,7 @@ where
     let consumer = async move {
         let mut visits = rx
             .map(|work| async {
-                if failed.load(Ordering::Relaxed) {
+                if *failed.borrow() {
                     return Ok(None);
                 }
                 if stop.reason().is_some() {
@@ -136,7 +139,7 @@ where
                 Ok(Some(visit)) => record_(recorded_, visit),
                 Ok(None) => {}
                 Err(e) => {
-                    failed.store(true, Ordering::Relaxed);
+                    failed.send_replace(true);
                     error.get_or_insert(e);
                 }
             }

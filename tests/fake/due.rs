@@ -587,6 +587,35 @@ fn an_exit_3_run_names_the_service_accounts_it_patched_before_the_token_failed()
     assert!(h.secret("new").is_none());
 }
 
+/// The token fails while the next namespace page is still being read: that read is given up,
+/// and the run ends at once (exit 3) instead of waiting for a list it will not use.
+#[test]
+fn a_token_failure_does_not_wait_for_the_namespace_page_being_read() {
+    let h = Harness::new();
+    for i in 0..600 {
+        h.cluster.add_namespace(&format!("team-{i:04}"), &[]);
+    }
+    h.run(&[RENEW_8H, ("RUST_LOG", "warn")]).expect_code(0);
+    // The first page's last namespace is the one due: every other one of its page is handed out
+    // by then, and the second page is being read.
+    h.cluster.delete(Resource::Secrets, "team-0499", SECRET);
+    h.ecr.add_fault(EcrFault::AccessDenied, None);
+    h.cluster.add_fault(
+        fake_cluster::Fault::slow(Some("GET"), "^/api/v1/namespaces$", Duration::from_secs(30))
+            .query("(^|&)continue="),
+    );
+
+    let started = std::time::Instant::now();
+    let run = h.run(&[RENEW_8H]);
+
+    run.expect_code(3);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the run waited {:?} for a namespace page after the token failed",
+        started.elapsed()
+    );
+}
+
 /// The token fails while another namespace is still giving its ServiceAccount the Secret: that
 /// namespace's patch is seen through, not dropped in flight, and named in the exit-3 message.
 #[test]
